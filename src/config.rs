@@ -1,0 +1,413 @@
+//! The TOML configuration: what every key means, its default, and validation.
+//!
+//! `configs/jetdetect.toml` documents every key with its default. Loading is
+//! strict: unknown keys, wrong types and out-of-range values are errors that
+//! name the file, the line and the key, and say what is allowed. Relative paths
+//! in a config file are resolved against the directory of that file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine;
+use crate::source::SourceUri;
+use crate::yolo::LayoutHint;
+
+/// The default source: a synthetic camera, so the daemon runs with no hardware.
+pub const DEFAULT_SOURCE: &str = "synthetic://?width=640&height=480&fps=30&format=yuyv";
+/// Where packages install the default model.
+pub const DEFAULT_MODEL: &str = "/usr/share/jetdetect/models/obstacles-v8.onnx";
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[source]`: where frames come from.
+    pub source: SourceConfig,
+    /// `[model]`: the detector model.
+    pub model: ModelConfig,
+    /// `[engine]`: what runs the model.
+    pub engine: EngineConfig,
+    /// `[preprocess]`: how frames become model input.
+    pub preprocess: PreprocessConfig,
+    /// `[detect]`: decoding thresholds.
+    pub detect: DetectConfig,
+}
+
+/// `[source]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SourceConfig {
+    /// Source URI: `synthetic://...`, `file://...`, `v4l2:///dev/videoN`.
+    pub uri: String,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig {
+            uri: DEFAULT_SOURCE.to_string(),
+        }
+    }
+}
+
+/// `[model]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// ONNX model file.
+    pub path: PathBuf,
+    /// Class names file (one per line); default: the model's metadata, else `class<N>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<PathBuf>,
+    /// Output layout: `auto`, `v5` or `v8`.
+    pub layout: LayoutHint,
+    /// Input width for models whose input size is not fixed.
+    pub input_width: u32,
+    /// Input height for models whose input size is not fixed.
+    pub input_height: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            path: PathBuf::from(DEFAULT_MODEL),
+            names: None,
+            layout: LayoutHint::Auto,
+            input_width: 640,
+            input_height: 640,
+        }
+    }
+}
+
+/// `[engine]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Engine name; this build has `tract` (pure Rust, CPU).
+    pub kind: String,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            kind: "tract".to_string(),
+        }
+    }
+}
+
+/// `[preprocess]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreprocessConfig {
+    /// Where preprocessing runs; this build has `cpu`.
+    pub device: String,
+}
+
+impl Default for PreprocessConfig {
+    fn default() -> Self {
+        PreprocessConfig {
+            device: "cpu".to_string(),
+        }
+    }
+}
+
+/// `[detect]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DetectConfig {
+    /// Minimum score to report, exclusive, `0 < x < 1`.
+    pub confidence: f32,
+    /// NMS IoU threshold, `0 < x <= 1`.
+    pub iou: f32,
+    /// Most detections per frame, `1..=10000`.
+    pub max_detections: usize,
+}
+
+impl Default for DetectConfig {
+    fn default() -> Self {
+        DetectConfig {
+            confidence: 0.25,
+            iou: 0.45,
+            max_detections: 100,
+        }
+    }
+}
+
+/// A configuration problem, located as precisely as the file allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// The config file (or `<built-in>`).
+    pub file: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The 1-based line of `key` in `[section]` of a TOML text, found by a plain scan
+/// (the forms this project's configs use: `[section]` headers and `key = value`).
+fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut in_section = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_section = t.trim_start_matches('[').trim_end_matches(']').trim() == section;
+            continue;
+        }
+        if in_section {
+            if let Some(rest) = t.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read the config file: {e}"),
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and validates TOML `text` that came from `path` (used for
+    /// messages and to resolve relative paths).
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError {
+                file: path.to_path_buf(),
+                line,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve_paths(base);
+        config.validate(text, path)?;
+        Ok(config)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        fn join(base: &Path, p: &Path) -> PathBuf {
+            if p.is_relative() {
+                base.join(p)
+            } else {
+                p.to_path_buf()
+            }
+        }
+        self.model.path = join(base, &self.model.path);
+        self.model.names = self.model.names.as_deref().map(|p| join(base, p));
+        // A relative file:// location is relative to the config file too.
+        if let Some(rest) = self.source.uri.strip_prefix("file://") {
+            if !rest.starts_with('/') {
+                self.source.uri = format!("file://{}", base.join(rest).display());
+            }
+        }
+    }
+
+    /// Checks every range and name; `text` and `path` locate the offending line.
+    pub fn validate(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let err = |section: &str, key: &str, message: String| ConfigError {
+            file: path.to_path_buf(),
+            line: locate(text, section, key),
+            message: format!("[{section}] {key}: {message}"),
+        };
+        let d = &self.detect;
+        if !(d.confidence > 0.0 && d.confidence < 1.0) {
+            return Err(err(
+                "detect",
+                "confidence",
+                format!(
+                    "{} is out of range: allowed 0 < confidence < 1",
+                    d.confidence
+                ),
+            ));
+        }
+        if !(d.iou > 0.0 && d.iou <= 1.0) {
+            return Err(err(
+                "detect",
+                "iou",
+                format!("{} is out of range: allowed 0 < iou <= 1", d.iou),
+            ));
+        }
+        if !(1..=10_000).contains(&d.max_detections) {
+            return Err(err(
+                "detect",
+                "max_detections",
+                format!("{} is out of range: allowed 1 to 10000", d.max_detections),
+            ));
+        }
+        for (key, v) in [
+            ("input_width", self.model.input_width),
+            ("input_height", self.model.input_height),
+        ] {
+            if !(32..=4096).contains(&v) || v % 32 != 0 {
+                return Err(err(
+                    "model",
+                    key,
+                    format!(
+                        "{v} is not allowed: use a multiple of 32 from 32 to 4096 (YOLO's stride)"
+                    ),
+                ));
+            }
+        }
+        if !engine::KINDS.contains(&self.engine.kind.as_str()) {
+            return Err(err(
+                "engine",
+                "kind",
+                format!(
+                    "'{}' is not an engine of this build: use {}",
+                    self.engine.kind,
+                    engine::KINDS.join(", ")
+                ),
+            ));
+        }
+        if self.preprocess.device != "cpu" {
+            return Err(err(
+                "preprocess",
+                "device",
+                format!(
+                    "'{}' is not available in this build: use \"cpu\"",
+                    self.preprocess.device
+                ),
+            ));
+        }
+        let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m))?;
+        if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
+            return Err(err(
+                "source",
+                "uri",
+                format!(
+                    "unknown scheme '{}://': use synthetic://, file:// or v4l2://",
+                    uri.scheme
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that the files the config names exist (for `jetdetect check`).
+    pub fn check_files(&self, path: &Path, text: &str) -> Result<(), ConfigError> {
+        let mut files = vec![("path", &self.model.path)];
+        if let Some(n) = &self.model.names {
+            files.push(("names", n));
+        }
+        for (key, f) in files {
+            if !f.is_file() {
+                return Err(ConfigError {
+                    file: path.to_path_buf(),
+                    line: locate(text, "model", key),
+                    message: format!("[model] {key}: '{}' is not a readable file (relative paths are relative to the config file)", f.display()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The resolved configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the config: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/jetdetect/test.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_the_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn unknown_keys_name_the_line_and_the_allowed_keys() {
+        let e = parse("[detect]\nconfidence = 0.5\nconfidance = 0.3\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("unknown field `confidance`"), "{e}");
+        assert!(e.message.contains("confidence"), "{e}");
+        let e = parse("[camera]\nuri = 'x'\n").unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(
+            e.to_string().starts_with("/etc/jetdetect/test.toml:1: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_reported() {
+        let e = parse("[detect]\n\nmax_detections = \"many\"\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_say_what_is_allowed() {
+        let e = parse("[detect]\niou = 0.5\nconfidence = 1.5\n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(
+            e.message
+                .contains("[detect] confidence: 1.5 is out of range: allowed 0 < confidence < 1"),
+            "{e}"
+        );
+        let e = parse("[model]\ninput_width = 300\n").unwrap_err();
+        assert!(e.message.contains("multiple of 32"), "{e}");
+        let e = parse("[engine]\nkind = \"tensorflow\"\n").unwrap_err();
+        assert!(e.message.contains("use tract"), "{e}");
+        let e = parse("[source]\nuri = \"rtsp://cam\"\n").unwrap_err();
+        assert!(e.message.contains("unknown scheme"), "{e}");
+        assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
+    fn relative_paths_follow_the_config_file() {
+        let c = Config::parse(
+            "[model]\npath = '../models/m.onnx'\nnames = 'n.names'\n[source]\nuri = 'file://clips/a.yuv?width=2&height=2&format=grey'\n",
+            Path::new("/opt/jd/configs/x.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.model.path,
+            PathBuf::from("/opt/jd/configs/../models/m.onnx")
+        );
+        assert_eq!(
+            c.model.names,
+            Some(PathBuf::from("/opt/jd/configs/n.names"))
+        );
+        assert_eq!(
+            c.source.uri,
+            "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey"
+        );
+    }
+
+    #[test]
+    fn resolved_config_round_trips() {
+        let c = parse("[detect]\nconfidence = 0.4\n").unwrap();
+        let again: Config = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(c, again);
+    }
+}

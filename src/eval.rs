@@ -1,0 +1,150 @@
+//! Scoring detections against ground truth (precision and recall at an IoU).
+//!
+//! Used by the tests on the synthetic source and by `jetdetect eval`. Matching
+//! is greedy by score, one detection per object, same class, IoU at or above
+//! the threshold. Objects mostly hidden behind others (visible fraction below
+//! `min_visible`) are "don't care": detecting them is not a false positive and
+//! missing them is not a false negative.
+
+use crate::frame::GroundTruth;
+use crate::yolo::{iou, Detection};
+
+/// True/false positive and false negative counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Detections matched to an object.
+    pub tp: usize,
+    /// Detections matching no object.
+    pub fp: usize,
+    /// Objects no detection matched.
+    pub fn_: usize,
+}
+
+impl Counts {
+    /// `tp / (tp + fp)`, 1 when nothing was detected.
+    pub fn precision(&self) -> f64 {
+        if self.tp + self.fp == 0 {
+            1.0
+        } else {
+            self.tp as f64 / (self.tp + self.fp) as f64
+        }
+    }
+
+    /// `tp / (tp + fn)`, 1 when there was nothing to find.
+    pub fn recall(&self) -> f64 {
+        if self.tp + self.fn_ == 0 {
+            1.0
+        } else {
+            self.tp as f64 / (self.tp + self.fn_) as f64
+        }
+    }
+
+    /// Adds another frame's counts.
+    pub fn add(&mut self, other: Counts) {
+        self.tp += other.tp;
+        self.fp += other.fp;
+        self.fn_ += other.fn_;
+    }
+}
+
+/// Scores one frame's detections against its ground truth.
+pub fn match_frame(
+    detections: &[Detection],
+    truth: &[GroundTruth],
+    iou_threshold: f32,
+    min_visible: f32,
+) -> Counts {
+    let mut order: Vec<usize> = (0..detections.len()).collect();
+    order.sort_by(|&a, &b| detections[b].score.total_cmp(&detections[a].score));
+    let mut taken = vec![false; truth.len()];
+    let mut counts = Counts::default();
+    for i in order {
+        let d = &detections[i];
+        let b = [d.x1, d.y1, d.x2, d.y2];
+        let best = truth
+            .iter()
+            .enumerate()
+            .filter(|(k, g)| !taken[*k] && g.class_id == d.class_id)
+            .map(|(k, g)| (k, iou(b, [g.x1, g.y1, g.x2, g.y2])))
+            .filter(|(_, v)| *v >= iou_threshold)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match best {
+            Some((k, _)) => {
+                taken[k] = true;
+                if truth[k].visible >= min_visible {
+                    counts.tp += 1;
+                }
+            }
+            None => counts.fp += 1,
+        }
+    }
+    counts.fn_ = truth
+        .iter()
+        .zip(&taken)
+        .filter(|(g, t)| !**t && g.visible >= min_visible)
+        .count();
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gt(class_id: usize, x: f32, visible: f32) -> GroundTruth {
+        GroundTruth {
+            class_id,
+            x1: x,
+            y1: 0.0,
+            x2: x + 10.0,
+            y2: 10.0,
+            visible,
+        }
+    }
+
+    fn det(class_id: usize, x: f32, score: f32) -> Detection {
+        Detection {
+            class_id,
+            score,
+            x1: x,
+            y1: 0.0,
+            x2: x + 10.0,
+            y2: 10.0,
+        }
+    }
+
+    #[test]
+    fn counts_matches_misses_and_false_alarms() {
+        let truth = [gt(0, 0.0, 1.0), gt(1, 50.0, 1.0), gt(0, 100.0, 1.0)];
+        let dets = [
+            det(0, 1.0, 0.9),  // tp
+            det(0, 0.0, 0.8),  // duplicate of the same object: fp
+            det(0, 50.0, 0.7), // wrong class: fp
+            det(1, 53.0, 0.6), // iou 7/13 = 0.54: tp
+        ];
+        let c = match_frame(&dets, &truth, 0.5, 0.5);
+        assert_eq!(
+            c,
+            Counts {
+                tp: 2,
+                fp: 2,
+                fn_: 1
+            }
+        );
+        assert_eq!(c.precision(), 0.5);
+        assert!((c.recall() - 2.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn hidden_objects_are_dont_care() {
+        let truth = [gt(0, 0.0, 0.2), gt(0, 50.0, 0.3)];
+        let c = match_frame(&[det(0, 0.0, 0.9)], &truth, 0.5, 0.5);
+        assert_eq!(
+            c,
+            Counts {
+                tp: 0,
+                fp: 0,
+                fn_: 0
+            }
+        );
+    }
+}

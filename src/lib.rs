@@ -1,0 +1,26 @@
+//! jetdetect: YOLO obstacle detection with low, steady latency for NVIDIA Jetson.
+//!
+//! Data flows one way, each stage in its own module:
+//!
+//! ```text
+//! source (frame) -> preprocess (letterboxed tensor) -> engine (raw output) -> yolo (detections)
+//! ```
+//!
+//! with [`config`] on the side. [`detector::Detector`] chains preprocess, engine
+//! and decoding for one frame; the binary's commands are thin layers over it.
+//! `docs/ARCHITECTURE.md` maps the modules.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod dataset;
+pub mod detector;
+pub mod engine;
+pub mod error;
+pub mod eval;
+pub mod frame;
+pub mod preprocess;
+pub mod source;
+pub mod yolo;
+
+pub use error::{Error, Result};

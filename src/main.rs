@@ -1,0 +1,321 @@
+//! The `jetdetect` command line: thin layers over the library.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+use jetdetect::config::Config;
+use jetdetect::detector::Detector;
+use jetdetect::eval::{match_frame, Counts};
+use jetdetect::frame::Frame;
+use jetdetect::source::{self, file::load_image, file::IMAGE_EXTENSIONS};
+use jetdetect::yolo::LayoutHint;
+use jetdetect::Error;
+
+#[derive(Parser)]
+#[command(
+    name = "jetdetect",
+    version,
+    about = "Low, steady-latency YOLO obstacle detection for NVIDIA Jetson"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a config file and print the resolved configuration.
+    Check {
+        /// The TOML config file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Detect objects in images and print one JSON line per image.
+    Detect(DetectArgs),
+    /// Score a model against a synthetic source's ground truth (precision, recall).
+    Eval {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Source with ground truth.
+        #[arg(
+            long,
+            default_value = "synthetic://?width=640&height=480&fps=0&format=yuyv&seed=1"
+        )]
+        source: String,
+        /// Frames to score.
+        #[arg(long, default_value_t = 200)]
+        frames: u64,
+        /// IoU needed for a match.
+        #[arg(long, default_value_t = 0.5)]
+        match_iou: f32,
+    },
+    /// Write synthetic obstacle scenes as a YOLO training set (images + labels + data.yaml).
+    Dataset {
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Training images.
+        #[arg(long, default_value_t = 1500)]
+        train: usize,
+        /// Validation images.
+        #[arg(long, default_value_t = 300)]
+        val: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 2026)]
+        seed: u64,
+    },
+}
+
+#[derive(clap::Args)]
+struct ModelArgs {
+    /// Config file to start from (flags below override it).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// ONNX model (YOLOv5 or YOLOv8/YOLO11 layout).
+    #[arg(long, short)]
+    model: Option<PathBuf>,
+    /// Class names file, one per line (default: the model's metadata).
+    #[arg(long)]
+    names: Option<PathBuf>,
+    /// Confidence threshold, 0 < x < 1.
+    #[arg(long)]
+    conf: Option<f32>,
+    /// NMS IoU threshold, 0 < x <= 1.
+    #[arg(long)]
+    iou: Option<f32>,
+    /// Most detections per image.
+    #[arg(long)]
+    max_det: Option<usize>,
+    /// Output layout: auto, v5 or v8.
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<LayoutHint>,
+}
+
+#[derive(clap::Args)]
+struct DetectArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Images (PNG/JPEG), folders of them, or source URIs such as
+    /// file://clip.yuv?width=640&height=480&format=yuyv.
+    #[arg(required = true)]
+    images: Vec<String>,
+}
+
+fn parse_layout(s: &str) -> Result<LayoutHint, String> {
+    match s {
+        "auto" => Ok(LayoutHint::Auto),
+        "v5" => Ok(LayoutHint::V5),
+        "v8" => Ok(LayoutHint::V8),
+        _ => Err(format!("'{s}': use auto, v5 or v8")),
+    }
+}
+
+impl ModelArgs {
+    /// The config file (or the defaults) with the flags applied and validated.
+    fn resolve(&self) -> Result<Config, Error> {
+        let (mut config, text, path) = match &self.config {
+            Some(p) => {
+                let c = Config::load(p)?;
+                (c, std::fs::read_to_string(p).unwrap_or_default(), p.clone())
+            }
+            None => (
+                Config::default(),
+                String::new(),
+                PathBuf::from("<command line>"),
+            ),
+        };
+        match (&self.model, &self.config) {
+            (Some(m), _) => config.model.path = m.clone(),
+            (None, None) => {
+                return Err(Error::Other(
+                    "no model: give --model FILE.onnx or --config FILE".into(),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(n) = &self.names {
+            config.model.names = Some(n.clone());
+        }
+        if let Some(v) = self.conf {
+            config.detect.confidence = v;
+        }
+        if let Some(v) = self.iou {
+            config.detect.iou = v;
+        }
+        if let Some(v) = self.max_det {
+            config.detect.max_detections = v;
+        }
+        if let Some(v) = self.layout {
+            config.model.layout = v;
+        }
+        config.validate(&text, &path)?;
+        Ok(config)
+    }
+}
+
+/// Expands the `detect` arguments: folders into their images, URIs kept as they are.
+fn expand_inputs(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in args {
+        let p = Path::new(a);
+        if !a.contains("://") && p.is_dir() {
+            let mut found: Vec<String> = std::fs::read_dir(p)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                        IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
+                    })
+                })
+                .map(|p| p.display().to_string())
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                out.push(a.clone()); // reported as an error when opened
+            }
+            out.extend(found);
+        } else {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+fn detections_json(
+    detector: &Detector,
+    frame: &Frame,
+    dets: &[jetdetect::yolo::Detection],
+) -> serde_json::Value {
+    let list: Vec<_> = dets
+        .iter()
+        .map(|d| {
+            json!({
+                "class_id": d.class_id,
+                "class": detector.names().name(d.class_id),
+                "score": d.score,
+                "x1": d.x1, "y1": d.y1, "x2": d.x2, "y2": d.y2,
+            })
+        })
+        .collect();
+    json!({ "image": frame.label, "width": frame.width, "height": frame.height, "detections": list })
+}
+
+fn cmd_detect(args: &DetectArgs) -> Result<bool, Error> {
+    let config = args.model.resolve()?;
+    let mut detector = Detector::from_config(&config)?;
+    log::info!(
+        "{}: {} ({} classes from {})",
+        detector.engine().describe(),
+        detector.layout(),
+        detector.names().len(),
+        detector.names().origin
+    );
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut all_ok = true;
+    let mut frame = Frame::empty();
+    for input in expand_inputs(&args.images) {
+        let mut emit = |frame: &Frame, detector: &mut Detector| -> Result<(), Error> {
+            let dets = detector.detect(frame)?.to_vec();
+            let line = detections_json(detector, frame, &dets);
+            writeln!(out, "{line}").map_err(|e| Error::Other(format!("stdout: {e}")))
+        };
+        let result = if input.contains("://") {
+            source::open(&input)
+                .map_err(Error::from)
+                .and_then(|mut src| {
+                    while src.next_frame(&mut frame)? {
+                        emit(&frame, &mut detector)?;
+                    }
+                    Ok(())
+                })
+        } else {
+            load_image(Path::new(&input), &mut frame)
+                .map_err(Error::from)
+                .and_then(|_| emit(&frame, &mut detector))
+        };
+        if let Err(e) = result {
+            eprintln!("jetdetect: {input}: {e}");
+            all_ok = false;
+        }
+    }
+    Ok(all_ok)
+}
+
+fn cmd_eval(model: &ModelArgs, uri: &str, frames: u64, match_iou: f32) -> Result<bool, Error> {
+    let config = model.resolve()?;
+    let mut detector = Detector::from_config(&config)?;
+    let mut src = source::open(uri)?;
+    let mut frame = Frame::empty();
+    let mut counts = Counts::default();
+    let mut n = 0;
+    while n < frames && src.next_frame(&mut frame)? {
+        let dets = detector.detect(&frame)?;
+        counts.add(match_frame(dets, &frame.truth, match_iou, 0.5));
+        n += 1;
+    }
+    if counts.tp + counts.fn_ == 0 {
+        return Err(Error::Other(format!(
+            "{uri}: the source has no ground truth to score against"
+        )));
+    }
+    println!(
+        "{}",
+        json!({
+            "source": uri, "frames": n, "tp": counts.tp, "fp": counts.fp, "fn": counts.fn_,
+            "precision": counts.precision(), "recall": counts.recall(),
+        })
+    );
+    Ok(true)
+}
+
+fn run(cli: Cli) -> Result<bool, Error> {
+    match cli.command {
+        Command::Check { config } => {
+            let c = Config::load(&config)?;
+            let text = std::fs::read_to_string(&config).unwrap_or_default();
+            c.check_files(&config, &text)?;
+            print!("# {}: OK\n{}", config.display(), c.to_toml());
+            Ok(true)
+        }
+        Command::Detect(args) => cmd_detect(&args),
+        Command::Eval {
+            model,
+            source,
+            frames,
+            match_iou,
+        } => cmd_eval(&model, &source, frames, match_iou),
+        Command::Dataset {
+            out,
+            train,
+            val,
+            seed,
+        } => {
+            let n =
+                jetdetect::dataset::write_dataset(&out, train, val, seed).map_err(Error::Other)?;
+            eprintln!(
+                "wrote {train} + {val} images with {n} labelled objects to {}",
+                out.display()
+            );
+            Ok(true)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("jetdetect: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! `synthetic://` — moving obstacle shapes with exact ground truth.
+//!
+//! Every frame is a pure function of the scene seed and the frame index, so a
+//! test can ask for frame 1000 without rendering frames 0..999, and the model's
+//! training set (`jetdetect dataset`) is drawn from exactly the pictures the
+//! source shows. Three obstacle classes are drawn: 0 `box` (a cardboard box with
+//! a tape stripe), 1 `ball` (a shaded blue ball) and 2 `cone` (a red traffic cone
+//! with a white band), over a two-tone background with grey clutter and sensor
+//! noise. Objects bounce off the frame edges and may occlude each other; the
+//! ground truth says how much of each is visible.
+
+use std::time::{Duration, Instant};
+
+use super::uri::SourceUri;
+use super::{FrameSource, SourceError};
+pub use crate::frame::GroundTruth;
+use crate::frame::{encode_rgb, wall_clock_ns, Frame, PixelFormat};
+
+/// Class names of the synthetic obstacles, in class-id order (`models/obstacles.names`).
+pub const CLASS_NAMES: [&str; 3] = ["box", "ball", "cone"];
+
+/// A small, fast, reproducible random number generator (SplitMix64).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * unit
+    }
+
+    /// Uniform integer in `[0, n)`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct SceneObject {
+    class_id: usize,
+    half_w: f32,
+    half_h: f32,
+    x0: f32,
+    y0: f32,
+    vx: f32,
+    vy: f32,
+    colour: [u8; 3],
+}
+
+/// A synthetic scene: a static background and objects in linear, bouncing motion.
+#[derive(Clone, Debug)]
+pub struct Scene {
+    width: u32,
+    height: u32,
+    noise: u8,
+    seed: u64,
+    background: Vec<u8>,
+    objects: Vec<SceneObject>,
+}
+
+fn hsv(h: f32, s: f32, v: f32) -> [u8; 3] {
+    let h = h.rem_euclid(360.0) / 60.0;
+    let c = v * s;
+    let x = c * (1.0 - (h % 2.0 - 1.0).abs());
+    let (r, g, b) = match h as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = v - c;
+    [r + m, g + m, b + m].map(|f| (f * 255.0).round().clamp(0.0, 255.0) as u8)
+}
+
+fn shade(c: [u8; 3], k: f32) -> [u8; 3] {
+    c.map(|v| (v as f32 * k).round().clamp(0.0, 255.0) as u8)
+}
+
+/// Position along one axis after `t` frames of motion at `v` px/frame starting at
+/// `p0`, reflecting off `lo` and `hi`.
+fn bounce(p0: f32, v: f32, t: u64, lo: f32, hi: f32) -> f32 {
+    let span = (hi - lo) as f64;
+    if span <= 0.0 {
+        return lo;
+    }
+    let p = (p0 - lo) as f64 + v as f64 * t as f64;
+    let m = p.rem_euclid(2.0 * span);
+    let folded = if m > span { 2.0 * span - m } else { m };
+    lo + folded as f32
+}
+
+impl Scene {
+    /// Builds the scene for `seed` at `width` x `height` with `objects` obstacles.
+    pub fn new(width: u32, height: u32, objects: usize, seed: u64, noise: u8) -> Scene {
+        let mut rng = Rng::new(seed);
+        let (w, h) = (width as usize, height as usize);
+        let short = width.min(height) as f32;
+
+        // Background: a vertical two-tone gradient ("wall" over "floor") of
+        // low-saturation colours, with a horizon and grey clutter blocks.
+        let top = hsv(
+            rng.range(0.0, 360.0),
+            rng.range(0.0, 0.15),
+            rng.range(0.55, 0.9),
+        );
+        let bottom = hsv(
+            rng.range(0.0, 360.0),
+            rng.range(0.0, 0.2),
+            rng.range(0.25, 0.6),
+        );
+        let horizon = rng.range(0.3, 0.7) * height as f32;
+        let mut background = vec![0u8; w * h * 3];
+        for y in 0..h {
+            let t = ((y as f32 - horizon) / (0.15 * height as f32)).clamp(-1.0, 1.0) * 0.5 + 0.5;
+            let row: [u8; 3] =
+                std::array::from_fn(|i| (top[i] as f32 * (1.0 - t) + bottom[i] as f32 * t) as u8);
+            for px in background[y * w * 3..(y + 1) * w * 3].chunks_exact_mut(3) {
+                px.copy_from_slice(&row);
+            }
+        }
+        for _ in 0..rng.below(6) {
+            let grey = rng.range(40.0, 220.0) as u8;
+            let cw = rng.range(0.05, 0.4) * width as f32;
+            let ch = rng.range(0.02, 0.15) * height as f32;
+            let cx = rng.range(0.0, width as f32 - cw);
+            let cy = rng.range(0.0, height as f32 - ch);
+            for y in cy as usize..(cy + ch) as usize {
+                for x in cx as usize..(cx + cw) as usize {
+                    background[(y * w + x) * 3..(y * w + x) * 3 + 3].fill(grey);
+                }
+            }
+        }
+
+        let speed_scale = width as f32 / 640.0;
+        let objects = (0..objects)
+            .map(|_| {
+                let class_id = rng.below(CLASS_NAMES.len() as u64) as usize;
+                let s = rng.range(0.12, 0.32) * short;
+                let (half_w, half_h, colour) = match class_id {
+                    0 => (
+                        s * rng.range(0.4, 0.7),
+                        s * rng.range(0.35, 0.55),
+                        hsv(
+                            rng.range(22.0, 40.0),
+                            rng.range(0.45, 0.75),
+                            rng.range(0.5, 0.85),
+                        ),
+                    ),
+                    1 => {
+                        let r = s * rng.range(0.35, 0.5);
+                        (
+                            r,
+                            r,
+                            hsv(
+                                rng.range(200.0, 235.0),
+                                rng.range(0.6, 0.9),
+                                rng.range(0.55, 0.95),
+                            ),
+                        )
+                    }
+                    _ => {
+                        let hh = s * rng.range(0.5, 0.65);
+                        (
+                            hh * rng.range(0.55, 0.75),
+                            hh,
+                            hsv(
+                                rng.range(-8.0, 12.0),
+                                rng.range(0.75, 0.95),
+                                rng.range(0.7, 0.95),
+                            ),
+                        )
+                    }
+                };
+                let angle = rng.range(0.0, std::f32::consts::TAU);
+                let speed = rng.range(0.5, 4.0) * speed_scale;
+                SceneObject {
+                    class_id,
+                    half_w,
+                    half_h,
+                    x0: rng.range(half_w, (width as f32 - half_w).max(half_w)),
+                    y0: rng.range(half_h, (height as f32 - half_h).max(half_h)),
+                    vx: speed * angle.cos(),
+                    vy: speed * angle.sin(),
+                    colour,
+                }
+            })
+            .collect();
+        Scene {
+            width,
+            height,
+            noise,
+            seed,
+            background,
+            objects,
+        }
+    }
+
+    /// Frame width in pixels.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// Frame height in pixels.
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+
+    /// Renders frame `t` as packed RGB24 into `rgb` and its ground truth into
+    /// `truth` (both reused). `ids` is scratch space (object index per pixel).
+    pub fn render(
+        &self,
+        t: u64,
+        rgb: &mut Vec<u8>,
+        ids: &mut Vec<u8>,
+        truth: &mut Vec<GroundTruth>,
+    ) {
+        let (w, h) = (self.width as usize, self.height as usize);
+        rgb.clear();
+        rgb.extend_from_slice(&self.background);
+        ids.clear();
+        ids.resize(w * h, 0);
+        truth.clear();
+        let mut painted = vec![0u32; self.objects.len()];
+
+        for (k, o) in self.objects.iter().enumerate() {
+            let cx = bounce(o.x0, o.vx, t, o.half_w, self.width as f32 - o.half_w);
+            let cy = bounce(o.y0, o.vy, t, o.half_h, self.height as f32 - o.half_h);
+            let (x1, x2) = (cx - o.half_w, cx + o.half_w);
+            let (y1, y2) = (cy - o.half_h, cy + o.half_h);
+            let (mut bx1, mut by1, mut bx2, mut by2) = (usize::MAX, usize::MAX, 0usize, 0usize);
+            let ys = (y1.floor().max(0.0) as usize)..(y2.ceil().min(h as f32) as usize);
+            for y in ys {
+                let fy = y as f32 + 0.5;
+                if fy < y1 || fy >= y2 {
+                    continue;
+                }
+                let v = (fy - y1) / (y2 - y1); // 0 at the top, 1 at the bottom
+                let (lx, rx) = match o.class_id {
+                    1 => {
+                        let dy = (fy - cy) / o.half_h;
+                        let half = o.half_w * (1.0 - dy * dy).max(0.0).sqrt();
+                        (cx - half, cx + half)
+                    }
+                    2 => (cx - o.half_w * v, cx + o.half_w * v),
+                    _ => (x1, x2),
+                };
+                let xs = (lx.floor().max(0.0) as usize)..(rx.ceil().min(w as f32) as usize);
+                for x in xs {
+                    let fx = x as f32 + 0.5;
+                    if fx < lx || fx >= rx {
+                        continue;
+                    }
+                    let colour = match o.class_id {
+                        // Tape stripe across the box.
+                        0 if (0.42..0.55).contains(&v) => shade(o.colour, 0.55),
+                        // Shaded sphere, lit from the top left.
+                        1 => {
+                            let dx = (fx - cx) / o.half_w + 0.35;
+                            let dy = (fy - cy) / o.half_h + 0.35;
+                            shade(
+                                o.colour,
+                                (1.15 - 0.45 * (dx * dx + dy * dy)).clamp(0.45, 1.15),
+                            )
+                        }
+                        // Reflective band on the cone.
+                        2 if (0.45..0.62).contains(&v) => [235, 235, 235],
+                        _ => o.colour,
+                    };
+                    let p = y * w + x;
+                    rgb[p * 3..p * 3 + 3].copy_from_slice(&colour);
+                    ids[p] = k as u8 + 1;
+                    painted[k] += 1;
+                    bx1 = bx1.min(x);
+                    by1 = by1.min(y);
+                    bx2 = bx2.max(x + 1);
+                    by2 = by2.max(y + 1);
+                }
+            }
+            truth.push(GroundTruth {
+                class_id: o.class_id,
+                x1: bx1.min(bx2) as f32,
+                y1: by1.min(by2) as f32,
+                x2: bx2 as f32,
+                y2: by2 as f32,
+                visible: 0.0,
+            });
+        }
+
+        let mut seen = vec![0u32; self.objects.len()];
+        for &id in ids.iter().filter(|&&id| id > 0) {
+            seen[id as usize - 1] += 1;
+        }
+        for (g, (s, p)) in truth.iter_mut().zip(seen.iter().zip(&painted)) {
+            g.visible = if *p == 0 { 0.0 } else { *s as f32 / *p as f32 };
+        }
+
+        if self.noise > 0 {
+            let amp = self.noise as i32;
+            let mut rng = Rng::new(self.seed.wrapping_mul(31).wrapping_add(t));
+            for chunk in rgb.chunks_mut(8) {
+                let r = rng.next_u64();
+                for (i, b) in chunk.iter_mut().enumerate() {
+                    let n = ((r >> (i * 8)) & 0xFF) as i32 * (2 * amp + 1) / 256 - amp;
+                    *b = (*b as i32 + n).clamp(0, 255) as u8;
+                }
+            }
+        }
+        // Objects too small to see (all pixels off-frame) are not ground truth.
+        truth.retain(|g| g.x2 > g.x1 && g.y2 > g.y1);
+    }
+}
+
+/// The `synthetic://` frame source.
+pub struct SyntheticSource {
+    scene: Scene,
+    format: PixelFormat,
+    frame_interval: Option<Duration>,
+    max_frames: u64,
+    next_index: u64,
+    next_deadline: Option<Instant>,
+    rgb: Vec<u8>,
+    ids: Vec<u8>,
+    truth: Vec<GroundTruth>,
+    text: String,
+}
+
+/// Query keys `synthetic://` accepts.
+pub const KEYS: [&str; 7] = [
+    "width", "height", "fps", "format", "seed", "objects", "frames",
+];
+
+impl SyntheticSource {
+    /// Opens `synthetic://?width=..&height=..&fps=..&format=..&seed=..&objects=..&frames=..`.
+    /// `fps=0` delivers frames as fast as they are asked for; `frames=0` never ends.
+    pub fn open(uri: &SourceUri) -> Result<SyntheticSource, SourceError> {
+        let bad = |m: String| SourceError::Config(m);
+        uri.check_keys(&KEYS).map_err(bad)?;
+        if !uri.location.is_empty() {
+            return Err(bad(format!(
+                "{}: synthetic sources take no location, only parameters: synthetic://?width=640&height=480",
+                uri.text
+            )));
+        }
+        let width = uri.get_in("width", 640u32, 16, 8192).map_err(bad)?;
+        let height = uri.get_in("height", 480u32, 16, 8192).map_err(bad)?;
+        let fps = uri.get_in("fps", 30.0f64, 0.0, 1000.0).map_err(bad)?;
+        let format: PixelFormat = uri.get("format", PixelFormat::Yuyv).map_err(bad)?;
+        let seed = uri.get("seed", 1u64).map_err(bad)?;
+        let objects = uri.get_in("objects", 4usize, 0, 32).map_err(bad)?;
+        let max_frames = uri.get("frames", 0u64).map_err(bad)?;
+        if format.frame_len(width, height).is_none() {
+            return Err(bad(format!(
+                "{}: {width}x{height} is not a valid size for {format} (4:2:2 needs an even width, 4:2:0 even width and height)",
+                uri.text
+            )));
+        }
+        Ok(SyntheticSource {
+            scene: Scene::new(width, height, objects, seed, 6),
+            format,
+            frame_interval: (fps > 0.0).then(|| Duration::from_secs_f64(1.0 / fps)),
+            max_frames,
+            next_index: 0,
+            next_deadline: None,
+            rgb: Vec::new(),
+            ids: Vec::new(),
+            truth: Vec::new(),
+            text: uri.text.clone(),
+        })
+    }
+}
+
+impl FrameSource for SyntheticSource {
+    fn describe(&self) -> String {
+        format!(
+            "{} ({}x{} {})",
+            self.text,
+            self.scene.width(),
+            self.scene.height(),
+            self.format
+        )
+    }
+
+    fn next_frame(&mut self, frame: &mut Frame) -> Result<bool, SourceError> {
+        if self.max_frames > 0 && self.next_index >= self.max_frames {
+            return Ok(false);
+        }
+        if let Some(interval) = self.frame_interval {
+            let now = Instant::now();
+            let deadline = *self.next_deadline.get_or_insert(now);
+            if deadline > now {
+                std::thread::sleep(deadline - now);
+            }
+            // Like a camera, never "catch up" with a burst after a stall.
+            let next = deadline + interval;
+            self.next_deadline = Some(if next < Instant::now() {
+                Instant::now()
+            } else {
+                next
+            });
+        }
+        let t = self.next_index;
+        self.scene
+            .render(t, &mut self.rgb, &mut self.ids, &mut self.truth);
+        encode_rgb(
+            &self.rgb,
+            self.scene.width(),
+            self.scene.height(),
+            self.format,
+            &mut frame.data,
+        );
+        frame.width = self.scene.width();
+        frame.height = self.scene.height();
+        frame.format = self.format;
+        frame.seq = t;
+        frame.captured = Instant::now();
+        frame.captured_wall_ns = wall_clock_ns();
+        frame.truth.clone_from(&self.truth);
+        if frame.label.is_empty() {
+            frame.label = "synthetic".to_string();
+        }
+        self.next_index += 1;
+        Ok(true)
+    }
+
+    fn nominal_fps(&self) -> Option<f64> {
+        self.frame_interval.map(|d| 1.0 / d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_reproducible_and_move() {
+        let s = Scene::new(320, 240, 4, 7, 6);
+        let (mut a, mut b, mut ids) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ta, mut tb) = (Vec::new(), Vec::new());
+        s.render(10, &mut a, &mut ids, &mut ta);
+        s.render(10, &mut b, &mut ids, &mut tb);
+        assert_eq!(a, b);
+        assert_eq!(ta, tb);
+        s.render(11, &mut b, &mut ids, &mut tb);
+        assert_ne!(ta, tb, "objects move between frames");
+    }
+
+    #[test]
+    fn ground_truth_boxes_stay_in_frame_and_cover_their_pixels() {
+        for seed in 0..20 {
+            let s = Scene::new(200, 150, 5, seed, 0);
+            let (mut rgb, mut ids, mut truth) = (Vec::new(), Vec::new(), Vec::new());
+            for t in [0, 1, 57, 1000, 123_456] {
+                s.render(t, &mut rgb, &mut ids, &mut truth);
+                for g in &truth {
+                    assert!(
+                        g.x1 >= 0.0 && g.y1 >= 0.0 && g.x2 <= 200.0 && g.y2 <= 150.0,
+                        "{g:?}"
+                    );
+                    assert!(g.x2 - g.x1 >= 4.0 && g.y2 - g.y1 >= 4.0, "{g:?}");
+                    assert!((0.0..=1.0).contains(&g.visible));
+                }
+                // Every object pixel lies inside some ground-truth box of its object.
+                for (p, &id) in ids.iter().enumerate() {
+                    if id > 0 {
+                        let g = truth[id as usize - 1];
+                        let (x, y) = ((p % 200) as f32, (p / 200) as f32);
+                        assert!(x >= g.x1 && x < g.x2 && y >= g.y1 && y < g.y2);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounce_reflects_off_both_walls() {
+        assert_eq!(bounce(5.0, 1.0, 3, 0.0, 10.0), 8.0);
+        assert_eq!(bounce(5.0, 1.0, 7, 0.0, 10.0), 8.0); // 12 -> reflected to 8
+        assert_eq!(bounce(5.0, -1.0, 7, 0.0, 10.0), 2.0); // -2 -> 2
+        assert_eq!(bounce(3.0, 2.0, 0, 3.0, 3.0), 3.0);
+    }
+
+    #[test]
+    fn source_checks_its_parameters() {
+        let open = |s: &str| SyntheticSource::open(&SourceUri::parse(s).unwrap());
+        assert!(open("synthetic://?width=641&format=yuyv")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("even width"));
+        assert!(open("synthetic://?fps=abc")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("'fps'"));
+        assert!(open("synthetic://?colour=red")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("unknown key 'colour'"));
+        let mut src = open("synthetic://?width=64&height=48&fps=0&frames=2&format=nv12").unwrap();
+        let mut f = Frame::empty();
+        assert!(src.next_frame(&mut f).unwrap());
+        assert_eq!(
+            (f.width, f.height, f.format, f.seq),
+            (64, 48, PixelFormat::Nv12, 0)
+        );
+        f.check_len().unwrap();
+        assert!(src.next_frame(&mut f).unwrap());
+        assert_eq!(f.seq, 1);
+        assert!(!src.next_frame(&mut f).unwrap(), "frames=2 ends the stream");
+    }
+}

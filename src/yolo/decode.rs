@@ -1,0 +1,302 @@
+//! Candidate extraction, class-aware non-maximum suppression, box mapping.
+//!
+//! Semantics follow the reference implementations so that results compare:
+//! a candidate is kept when its score is strictly above the confidence
+//! threshold (YOLOv5: objectness too, and score = objectness x class score);
+//! candidates are sorted by score, at most `max_candidates` enter NMS, a box is
+//! suppressed by a higher-scoring box of the same class with IoU strictly above
+//! the IoU threshold, and at most `max_detections` survive.
+
+use super::{iou, Detection, Layout};
+use crate::preprocess::Letterbox;
+
+/// Thresholds and limits for decoding.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeOptions {
+    /// Minimum score (exclusive), `0..1`.
+    pub confidence: f32,
+    /// IoU above which a lower-scoring box of the same class is suppressed.
+    pub iou: f32,
+    /// Most detections returned per frame.
+    pub max_detections: usize,
+    /// Most candidates (best first) that enter NMS.
+    pub max_candidates: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            confidence: 0.25,
+            iou: 0.45,
+            max_detections: 100,
+            max_candidates: 30_000,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    score: f32,
+    class_id: usize,
+    index: usize,
+    b: [f32; 4],
+}
+
+/// Decodes one model output at a time, reusing its buffers.
+pub struct Decoder {
+    layout: Layout,
+    options: DecodeOptions,
+    candidates: Vec<Candidate>,
+    suppressed: Vec<bool>,
+}
+
+impl Decoder {
+    /// A decoder for `layout`.
+    pub fn new(layout: Layout, options: DecodeOptions) -> Decoder {
+        Decoder {
+            layout,
+            options,
+            candidates: Vec::new(),
+            suppressed: Vec::new(),
+        }
+    }
+
+    /// The layout this decoder reads.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The thresholds in use.
+    pub fn options(&self) -> DecodeOptions {
+        self.options
+    }
+
+    /// Decodes `output` into `detections` (cleared first), in source pixels.
+    ///
+    /// `output` must hold exactly one image's tensor for this decoder's layout.
+    pub fn decode(
+        &mut self,
+        output: &[f32],
+        letterbox: &Letterbox,
+        detections: &mut Vec<Detection>,
+    ) {
+        detections.clear();
+        self.candidates.clear();
+        let conf = self.options.confidence;
+        let classes = self.layout.classes();
+        let anchors = self.layout.anchors();
+        let xyxy = |cx: f32, cy: f32, w: f32, h: f32| {
+            [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0]
+        };
+        match self.layout {
+            Layout::V8 { .. } => {
+                debug_assert_eq!(output.len(), anchors * (4 + classes));
+                let row = |k: usize| &output[k * anchors..(k + 1) * anchors];
+                for i in 0..anchors {
+                    let mut best = (f32::NEG_INFINITY, 0);
+                    for c in 0..classes {
+                        let s = output[(4 + c) * anchors + i];
+                        if s > best.0 {
+                            best = (s, c);
+                        }
+                    }
+                    if best.0 > conf {
+                        self.candidates.push(Candidate {
+                            score: best.0,
+                            class_id: best.1,
+                            index: i,
+                            b: xyxy(row(0)[i], row(1)[i], row(2)[i], row(3)[i]),
+                        });
+                    }
+                }
+            }
+            Layout::V5 { .. } => {
+                let stride = 5 + classes;
+                debug_assert_eq!(output.len(), anchors * stride);
+                for (i, c) in output.chunks_exact(stride).enumerate() {
+                    let obj = c[4];
+                    if obj <= conf {
+                        continue;
+                    }
+                    let mut best = (f32::NEG_INFINITY, 0);
+                    for (k, &s) in c[5..].iter().enumerate() {
+                        if s > best.0 {
+                            best = (s, k);
+                        }
+                    }
+                    let score = obj * best.0;
+                    if score > conf {
+                        self.candidates.push(Candidate {
+                            score,
+                            class_id: best.1,
+                            index: i,
+                            b: xyxy(c[0], c[1], c[2], c[3]),
+                        });
+                    }
+                }
+            }
+        }
+
+        // Best first; ties keep tensor order so results are deterministic.
+        self.candidates
+            .sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+        self.candidates.truncate(self.options.max_candidates);
+        self.suppressed.clear();
+        self.suppressed.resize(self.candidates.len(), false);
+        for i in 0..self.candidates.len() {
+            if self.suppressed[i] {
+                continue;
+            }
+            let keep = self.candidates[i];
+            let (x1, y1) = letterbox.to_source(keep.b[0], keep.b[1]);
+            let (x2, y2) = letterbox.to_source(keep.b[2], keep.b[3]);
+            detections.push(Detection {
+                class_id: keep.class_id,
+                score: keep.score,
+                x1,
+                y1,
+                x2,
+                y2,
+            });
+            if detections.len() >= self.options.max_detections {
+                break;
+            }
+            for j in i + 1..self.candidates.len() {
+                let other = &self.candidates[j];
+                if !self.suppressed[j]
+                    && other.class_id == keep.class_id
+                    && iou(keep.b, other.b) > self.options.iou
+                {
+                    self.suppressed[j] = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a YOLOv8 tensor `[4 + C, N]` from `(cx, cy, w, h, scores)` rows.
+    fn v8_tensor(cands: &[([f32; 4], Vec<f32>)]) -> Vec<f32> {
+        let n = cands.len();
+        let c = cands[0].1.len();
+        let mut t = vec![0.0; (4 + c) * n];
+        for (i, (b, s)) in cands.iter().enumerate() {
+            for k in 0..4 {
+                t[k * n + i] = b[k];
+            }
+            for (k, v) in s.iter().enumerate() {
+                t[(4 + k) * n + i] = *v;
+            }
+        }
+        t
+    }
+
+    fn identity() -> Letterbox {
+        Letterbox::new(100, 100, 100, 100)
+    }
+
+    #[test]
+    fn nms_is_class_aware_and_keeps_the_best() {
+        let t = v8_tensor(&[
+            ([50.0, 50.0, 20.0, 20.0], vec![0.9, 0.0]),
+            ([51.0, 50.0, 20.0, 20.0], vec![0.8, 0.0]), // same class, overlapping: suppressed
+            ([50.0, 50.0, 20.0, 20.0], vec![0.0, 0.7]), // other class: kept
+            ([10.0, 10.0, 8.0, 8.0], vec![0.6, 0.0]),   // elsewhere: kept
+            ([80.0, 80.0, 8.0, 8.0], vec![0.25, 0.0]),  // exactly at the threshold: dropped
+        ]);
+        let mut d = Decoder::new(
+            Layout::V8 {
+                anchors: 5,
+                classes: 2,
+            },
+            DecodeOptions::default(),
+        );
+        let mut out = Vec::new();
+        d.decode(&t, &identity(), &mut out);
+        let got: Vec<(usize, f32)> = out.iter().map(|d| (d.class_id, d.score)).collect();
+        assert_eq!(got, vec![(0, 0.9), (1, 0.7), (0, 0.6)]);
+        assert_eq!(
+            (out[0].x1, out[0].y1, out[0].x2, out[0].y2),
+            (40.0, 40.0, 60.0, 60.0)
+        );
+    }
+
+    #[test]
+    fn v5_scores_multiply_objectness() {
+        // [N, 5 + C]: obj 0.9 x cls 0.5 = 0.45 kept; obj 0.2 (< conf) dropped even with cls 1.0.
+        let t = vec![
+            50.0, 50.0, 10.0, 10.0, 0.9, 0.1, 0.5, //
+            20.0, 20.0, 10.0, 10.0, 0.2, 1.0, 0.0,
+        ];
+        let mut d = Decoder::new(
+            Layout::V5 {
+                anchors: 2,
+                classes: 2,
+            },
+            DecodeOptions::default(),
+        );
+        let mut out = Vec::new();
+        d.decode(&t, &identity(), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].class_id, 1);
+        assert!((out[0].score - 0.45).abs() < 1e-6);
+    }
+
+    #[test]
+    fn boxes_map_back_through_the_letterbox_and_clip() {
+        // 200x100 frame in a 100x100 input: gain 0.5, 25 rows of padding on top.
+        let lb = Letterbox::new(200, 100, 100, 100);
+        let t = v8_tensor(&[
+            ([50.0, 50.0, 20.0, 10.0], vec![0.9]),
+            ([2.0, 30.0, 10.0, 10.0], vec![0.8]),
+        ]);
+        let mut d = Decoder::new(
+            Layout::V8 {
+                anchors: 2,
+                classes: 1,
+            },
+            DecodeOptions::default(),
+        );
+        let mut out = Vec::new();
+        d.decode(&t, &lb, &mut out);
+        assert_eq!(
+            (out[0].x1, out[0].y1, out[0].x2, out[0].y2),
+            (80.0, 40.0, 120.0, 60.0)
+        );
+        assert_eq!(
+            (out[1].x1, out[1].x2),
+            (0.0, 14.0),
+            "clipped at the left edge"
+        );
+    }
+
+    #[test]
+    fn max_detections_caps_the_output() {
+        let cands: Vec<_> = (0..50)
+            .map(|i| {
+                (
+                    [i as f32 * 2.0, 5.0, 1.0, 1.0],
+                    vec![0.5 + i as f32 / 200.0],
+                )
+            })
+            .collect();
+        let opts = DecodeOptions {
+            max_detections: 7,
+            ..DecodeOptions::default()
+        };
+        let mut d = Decoder::new(
+            Layout::V8 {
+                anchors: 50,
+                classes: 1,
+            },
+            opts,
+        );
+        let mut out = Vec::new();
+        d.decode(&v8_tensor(&cands), &identity(), &mut out);
+        assert_eq!(out.len(), 7);
+        assert!(out.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+}
