@@ -45,9 +45,7 @@ pub struct SourceConfig {
 
 impl Default for SourceConfig {
     fn default() -> Self {
-        SourceConfig {
-            uri: DEFAULT_SOURCE.to_string(),
-        }
+        SourceConfig { uri: DEFAULT_SOURCE.to_string() }
     }
 }
 
@@ -90,9 +88,7 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig {
-            kind: "tract".to_string(),
-        }
+        EngineConfig { kind: "tract".to_string() }
     }
 }
 
@@ -106,9 +102,7 @@ pub struct PreprocessConfig {
 
 impl Default for PreprocessConfig {
     fn default() -> Self {
-        PreprocessConfig {
-            device: "cpu".to_string(),
-        }
+        PreprocessConfig { device: "cpu".to_string() }
     }
 }
 
@@ -126,11 +120,7 @@ pub struct DetectConfig {
 
 impl Default for DetectConfig {
     fn default() -> Self {
-        DetectConfig {
-            confidence: 0.25,
-            iou: 0.45,
-            max_detections: 100,
-        }
+        DetectConfig { confidence: 0.25, iou: 0.45, max_detections: 100 }
     }
 }
 
@@ -192,14 +182,8 @@ impl Config {
     /// messages and to resolve relative paths).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let mut config: Config = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            ConfigError {
-                file: path.to_path_buf(),
-                line,
-                message: e.message().trim().to_string(),
-            }
+            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError { file: path.to_path_buf(), line, message: e.message().trim().to_string() }
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
@@ -237,18 +221,11 @@ impl Config {
             return Err(err(
                 "detect",
                 "confidence",
-                format!(
-                    "{} is out of range: allowed 0 < confidence < 1",
-                    d.confidence
-                ),
+                format!("{} is out of range: allowed 0 < confidence < 1", d.confidence),
             ));
         }
         if !(d.iou > 0.0 && d.iou <= 1.0) {
-            return Err(err(
-                "detect",
-                "iou",
-                format!("{} is out of range: allowed 0 < iou <= 1", d.iou),
-            ));
+            return Err(err("detect", "iou", format!("{} is out of range: allowed 0 < iou <= 1", d.iou)));
         }
         if !(1..=10_000).contains(&d.max_detections) {
             return Err(err(
@@ -257,17 +234,12 @@ impl Config {
                 format!("{} is out of range: allowed 1 to 10000", d.max_detections),
             ));
         }
-        for (key, v) in [
-            ("input_width", self.model.input_width),
-            ("input_height", self.model.input_height),
-        ] {
+        for (key, v) in [("input_width", self.model.input_width), ("input_height", self.model.input_height)] {
             if !(32..=4096).contains(&v) || v % 32 != 0 {
                 return Err(err(
                     "model",
                     key,
-                    format!(
-                        "{v} is not allowed: use a multiple of 32 from 32 to 4096 (YOLO's stride)"
-                    ),
+                    format!("{v} is not allowed: use a multiple of 32 from 32 to 4096 (YOLO's stride)"),
                 ));
             }
         }
@@ -286,10 +258,7 @@ impl Config {
             return Err(err(
                 "preprocess",
                 "device",
-                format!(
-                    "'{}' is not available in this build: use \"cpu\"",
-                    self.preprocess.device
-                ),
+                format!("'{}' is not available in this build: use \"cpu\"", self.preprocess.device),
             ));
         }
         let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m))?;
@@ -297,10 +266,7 @@ impl Config {
             return Err(err(
                 "source",
                 "uri",
-                format!(
-                    "unknown scheme '{}://': use synthetic://, file:// or v4l2://",
-                    uri.scheme
-                ),
+                format!("unknown scheme '{}://': use synthetic://, file:// or v4l2://", uri.scheme),
             ));
         }
         Ok(())
@@ -352,10 +318,7 @@ mod tests {
         assert!(e.message.contains("confidence"), "{e}");
         let e = parse("[camera]\nuri = 'x'\n").unwrap_err();
         assert_eq!(e.line, Some(1), "{e}");
-        assert!(
-            e.to_string().starts_with("/etc/jetdetect/test.toml:1: "),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("/etc/jetdetect/test.toml:1: "), "{e}");
     }
 
     #[test]
@@ -370,8 +333,7 @@ mod tests {
         let e = parse("[detect]\niou = 0.5\nconfidence = 1.5\n").unwrap_err();
         assert_eq!(e.line, Some(3));
         assert!(
-            e.message
-                .contains("[detect] confidence: 1.5 is out of range: allowed 0 < confidence < 1"),
+            e.message.contains("[detect] confidence: 1.5 is out of range: allowed 0 < confidence < 1"),
             "{e}"
         );
         let e = parse("[model]\ninput_width = 300\n").unwrap_err();
@@ -390,18 +352,9 @@ mod tests {
             Path::new("/opt/jd/configs/x.toml"),
         )
         .unwrap();
-        assert_eq!(
-            c.model.path,
-            PathBuf::from("/opt/jd/configs/../models/m.onnx")
-        );
-        assert_eq!(
-            c.model.names,
-            Some(PathBuf::from("/opt/jd/configs/n.names"))
-        );
-        assert_eq!(
-            c.source.uri,
-            "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey"
-        );
+        assert_eq!(c.model.path, PathBuf::from("/opt/jd/configs/../models/m.onnx"));
+        assert_eq!(c.model.names, Some(PathBuf::from("/opt/jd/configs/n.names")));
+        assert_eq!(c.source.uri, "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey");
     }
 
     #[test]

@@ -41,10 +41,7 @@ pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<
             let lbl_path = lbl_dir.join(format!("{name}.txt"));
             let mut f = std::fs::File::create(&lbl_path).map_err(|e| io(&lbl_path, e))?;
             for g in truth.iter().filter(|g| g.visible >= MIN_VISIBLE) {
-                let (cx, cy) = (
-                    (g.x1 + g.x2) / 2.0 / w as f32,
-                    (g.y1 + g.y2) / 2.0 / h as f32,
-                );
+                let (cx, cy) = ((g.x1 + g.x2) / 2.0 / w as f32, (g.y1 + g.y2) / 2.0 / h as f32);
                 let (bw, bh) = ((g.x2 - g.x1) / w as f32, (g.y2 - g.y1) / h as f32);
                 writeln!(f, "{} {cx:.6} {cy:.6} {bw:.6} {bh:.6}", g.class_id)
                     .map_err(|e| io(&lbl_path, e))?;
@@ -53,11 +50,7 @@ pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<
         }
     }
     let yaml = out.join("data.yaml");
-    let names: Vec<String> = CLASS_NAMES
-        .iter()
-        .enumerate()
-        .map(|(i, n)| format!("  {i}: {n}"))
-        .collect();
+    let names: Vec<String> = CLASS_NAMES.iter().enumerate().map(|(i, n)| format!("  {i}: {n}")).collect();
     let abs = std::fs::canonicalize(out).map_err(|e| io(out, e))?;
     std::fs::write(
         &yaml,

@@ -37,9 +37,7 @@ pub struct Detector {
 impl Detector {
     /// Loads the model and builds the stages the configuration asks for.
     pub fn from_config(config: &Config) -> Result<Detector> {
-        let options = EngineOptions {
-            dynamic_input: (config.model.input_width, config.model.input_height),
-        };
+        let options = EngineOptions { dynamic_input: (config.model.input_width, config.model.input_height) };
         let engine = engine::open(&config.engine.kind, &config.model.path, &options)?;
         let names = match &config.model.names {
             Some(p) => Some(ClassNames::from_file(p).map_err(Error::Model)?),
@@ -51,13 +49,7 @@ impl Detector {
             max_detections: config.detect.max_detections,
             ..DecodeOptions::default()
         };
-        Detector::new(
-            engine,
-            Box::new(CpuPreprocessor::new()),
-            names,
-            config.model.layout,
-            decode,
-        )
+        Detector::new(engine, Box::new(CpuPreprocessor::new()), names, config.model.layout, decode)
     }
 
     /// Assembles a detector, checking that the model output is a YOLO layout and
@@ -73,19 +65,17 @@ impl Detector {
             .map_err(|e| Error::Model(format!("{}: {e}", engine.describe())))?;
         let classes = layout.classes();
         let names = match names {
-            Some(n) if n.len() != classes => return Err(Error::Model(format!(
-                "{} lists {} class names but the model ({}, {layout}) predicts {classes} classes: \
+            Some(n) if n.len() != classes => {
+                return Err(Error::Model(format!(
+                    "{} lists {} class names but the model ({}, {layout}) predicts {classes} classes: \
                      use the names file that belongs to this model",
-                n.origin,
-                n.len(),
-                engine.describe()
-            ))),
+                    n.origin,
+                    n.len(),
+                    engine.describe()
+                )))
+            }
             Some(n) => n,
-            None => match engine
-                .metadata()
-                .get("names")
-                .and_then(|m| ClassNames::from_metadata(m))
-            {
+            None => match engine.metadata().get("names").and_then(|m| ClassNames::from_metadata(m)) {
                 Some(n) if n.len() == classes => n,
                 _ => ClassNames::numbered(classes),
             },
@@ -105,19 +95,13 @@ impl Detector {
     pub fn detect(&mut self, frame: &Frame) -> Result<&[Detection]> {
         let (w, h) = self.engine.input_size();
         let t0 = Instant::now();
-        let lb = self
-            .preprocessor
-            .run(frame, w, h, self.engine.input_mut())?;
+        let lb = self.preprocessor.run(frame, w, h, self.engine.input_mut())?;
         let t1 = Instant::now();
         let output = self.engine.run()?;
         let t2 = Instant::now();
         self.decoder.decode(output, &lb, &mut self.detections);
         let t3 = Instant::now();
-        self.times = StageTimes {
-            preprocess: t1 - t0,
-            inference: t2 - t1,
-            decode: t3 - t2,
-        };
+        self.times = StageTimes { preprocess: t1 - t0, inference: t2 - t1, decode: t3 - t2 };
         self.letterbox = Some(lb);
         Ok(&self.detections)
     }

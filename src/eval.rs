@@ -78,11 +78,7 @@ pub fn match_frame(
             None => counts.fp += 1,
         }
     }
-    counts.fn_ = truth
-        .iter()
-        .zip(&taken)
-        .filter(|(g, t)| !**t && g.visible >= min_visible)
-        .count();
+    counts.fn_ = truth.iter().zip(&taken).filter(|(g, t)| !**t && g.visible >= min_visible).count();
     counts
 }
 
@@ -91,25 +87,11 @@ mod tests {
     use super::*;
 
     fn gt(class_id: usize, x: f32, visible: f32) -> GroundTruth {
-        GroundTruth {
-            class_id,
-            x1: x,
-            y1: 0.0,
-            x2: x + 10.0,
-            y2: 10.0,
-            visible,
-        }
+        GroundTruth { class_id, x1: x, y1: 0.0, x2: x + 10.0, y2: 10.0, visible }
     }
 
     fn det(class_id: usize, x: f32, score: f32) -> Detection {
-        Detection {
-            class_id,
-            score,
-            x1: x,
-            y1: 0.0,
-            x2: x + 10.0,
-            y2: 10.0,
-        }
+        Detection { class_id, score, x1: x, y1: 0.0, x2: x + 10.0, y2: 10.0 }
     }
 
     #[test]
@@ -122,14 +104,7 @@ mod tests {
             det(1, 53.0, 0.6), // iou 7/13 = 0.54: tp
         ];
         let c = match_frame(&dets, &truth, 0.5, 0.5);
-        assert_eq!(
-            c,
-            Counts {
-                tp: 2,
-                fp: 2,
-                fn_: 1
-            }
-        );
+        assert_eq!(c, Counts { tp: 2, fp: 2, fn_: 1 });
         assert_eq!(c.precision(), 0.5);
         assert!((c.recall() - 2.0 / 3.0).abs() < 1e-12);
     }
@@ -138,13 +113,6 @@ mod tests {
     fn hidden_objects_are_dont_care() {
         let truth = [gt(0, 0.0, 0.2), gt(0, 50.0, 0.3)];
         let c = match_frame(&[det(0, 0.0, 0.9)], &truth, 0.5, 0.5);
-        assert_eq!(
-            c,
-            Counts {
-                tp: 0,
-                fp: 0,
-                fn_: 0
-            }
-        );
+        assert_eq!(c, Counts { tp: 0, fp: 0, fn_: 0 });
     }
 }

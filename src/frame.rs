@@ -88,10 +88,7 @@ impl FromStr for PixelFormat {
             "bgr24" | "bgr" | "bgr3" => PixelFormat::Bgr24,
             _ => {
                 let names: Vec<&str> = Self::ALL.iter().map(|f| f.name()).collect();
-                return Err(format!(
-                    "unknown pixel format '{s}': use one of {}",
-                    names.join(", ")
-                ));
+                return Err(format!("unknown pixel format '{s}': use one of {}", names.join(", ")));
             }
         };
         Ok(found)
@@ -177,10 +174,7 @@ impl Frame {
 
 /// Wall-clock time now, in nanoseconds since the Unix epoch.
 pub fn wall_clock_ns() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
 /// BT.601 limited-range ("video range") RGB -> YCbCr, as V4L2 cameras deliver it.
@@ -263,10 +257,7 @@ mod tests {
     #[test]
     fn frame_len_rejects_impossible_geometry() {
         assert_eq!(PixelFormat::Yuyv.frame_len(640, 480), Some(640 * 480 * 2));
-        assert_eq!(
-            PixelFormat::Nv12.frame_len(640, 480),
-            Some(640 * 480 * 3 / 2)
-        );
+        assert_eq!(PixelFormat::Nv12.frame_len(640, 480), Some(640 * 480 * 3 / 2));
         assert_eq!(PixelFormat::Yuyv.frame_len(641, 480), None);
         assert_eq!(PixelFormat::Nv12.frame_len(640, 481), None);
         assert_eq!(PixelFormat::Grey.frame_len(0, 10), None);
@@ -279,10 +270,7 @@ mod tests {
             assert_eq!(f.name().parse::<PixelFormat>().unwrap(), f);
         }
         let err = "mjpg".parse::<PixelFormat>().unwrap_err();
-        assert!(
-            err.contains("yuyv, uyvy, nv12, grey, rgb24, bgr24"),
-            "{err}"
-        );
+        assert!(err.contains("yuyv, uyvy, nv12, grey, rgb24, bgr24"), "{err}");
     }
 
     #[test]

@@ -41,10 +41,7 @@ enum Command {
         #[command(flatten)]
         model: ModelArgs,
         /// Source with ground truth.
-        #[arg(
-            long,
-            default_value = "synthetic://?width=640&height=480&fps=0&format=yuyv&seed=1"
-        )]
+        #[arg(long, default_value = "synthetic://?width=640&height=480&fps=0&format=yuyv&seed=1")]
         source: String,
         /// Frames to score.
         #[arg(long, default_value_t = 200)]
@@ -52,6 +49,18 @@ enum Command {
         /// IoU needed for a match.
         #[arg(long, default_value_t = 0.5)]
         match_iou: f32,
+    },
+    /// Record raw frames from a source into a file, for replay with file:// URIs.
+    Record {
+        /// Source URI, e.g. synthetic://?format=nv12 or v4l2:///dev/video0.
+        #[arg(long)]
+        source: String,
+        /// Frames to record.
+        #[arg(long, default_value_t = 30)]
+        frames: u64,
+        /// Output file (frames back to back, no header).
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Write synthetic obstacle scenes as a YOLO training set (images + labels + data.yaml).
     Dataset {
@@ -122,18 +131,12 @@ impl ModelArgs {
                 let c = Config::load(p)?;
                 (c, std::fs::read_to_string(p).unwrap_or_default(), p.clone())
             }
-            None => (
-                Config::default(),
-                String::new(),
-                PathBuf::from("<command line>"),
-            ),
+            None => (Config::default(), String::new(), PathBuf::from("<command line>")),
         };
         match (&self.model, &self.config) {
             (Some(m), _) => config.model.path = m.clone(),
             (None, None) => {
-                return Err(Error::Other(
-                    "no model: give --model FILE.onnx or --config FILE".into(),
-                ))
+                return Err(Error::Other("no model: give --model FILE.onnx or --config FILE".into()))
             }
             _ => {}
         }
@@ -168,9 +171,9 @@ fn expand_inputs(args: &[String]) -> Vec<String> {
                 .flatten()
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
-                    p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-                        IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
-                    })
+                    p.extension()
+                        .and_then(|e| e.to_str())
+                        .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
                 })
                 .map(|p| p.display().to_string())
                 .collect();
@@ -226,14 +229,12 @@ fn cmd_detect(args: &DetectArgs) -> Result<bool, Error> {
             writeln!(out, "{line}").map_err(|e| Error::Other(format!("stdout: {e}")))
         };
         let result = if input.contains("://") {
-            source::open(&input)
-                .map_err(Error::from)
-                .and_then(|mut src| {
-                    while src.next_frame(&mut frame)? {
-                        emit(&frame, &mut detector)?;
-                    }
-                    Ok(())
-                })
+            source::open(&input).map_err(Error::from).and_then(|mut src| {
+                while src.next_frame(&mut frame)? {
+                    emit(&frame, &mut detector)?;
+                }
+                Ok(())
+            })
         } else {
             load_image(Path::new(&input), &mut frame)
                 .map_err(Error::from)
@@ -260,9 +261,7 @@ fn cmd_eval(model: &ModelArgs, uri: &str, frames: u64, match_iou: f32) -> Result
         n += 1;
     }
     if counts.tp + counts.fn_ == 0 {
-        return Err(Error::Other(format!(
-            "{uri}: the source has no ground truth to score against"
-        )));
+        return Err(Error::Other(format!("{uri}: the source has no ground truth to score against")));
     }
     println!(
         "{}",
@@ -272,6 +271,37 @@ fn cmd_eval(model: &ModelArgs, uri: &str, frames: u64, match_iou: f32) -> Result
         })
     );
     Ok(true)
+}
+
+fn cmd_record(uri: &str, frames: u64, out: &Path) -> Result<bool, Error> {
+    let mut src = source::open(uri)?;
+    let io = |e: std::io::Error| Error::Other(format!("{}: {e}", out.display()));
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
+    let mut frame = Frame::empty();
+    let mut n = 0;
+    let mut geometry = None;
+    while n < frames && src.next_frame(&mut frame)? {
+        let g = (frame.width, frame.height, frame.format);
+        if *geometry.get_or_insert(g) != g {
+            return Err(Error::Other(format!(
+                "{uri}: frame {n} is {}x{} {}, unlike the first; a raw file holds one geometry",
+                g.0, g.1, g.2
+            )));
+        }
+        file.write_all(&frame.data).map_err(io)?;
+        n += 1;
+    }
+    file.flush().map_err(io)?;
+    match geometry {
+        Some((w, h, f)) => {
+            eprintln!(
+                "wrote {n} frames; replay with file://{}?width={w}&height={h}&format={f}",
+                out.display()
+            );
+            Ok(true)
+        }
+        None => Err(Error::Other(format!("{uri}: the source delivered no frames"))),
+    }
 }
 
 fn run(cli: Cli) -> Result<bool, Error> {
@@ -284,24 +314,11 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
         Command::Detect(args) => cmd_detect(&args),
-        Command::Eval {
-            model,
-            source,
-            frames,
-            match_iou,
-        } => cmd_eval(&model, &source, frames, match_iou),
-        Command::Dataset {
-            out,
-            train,
-            val,
-            seed,
-        } => {
-            let n =
-                jetdetect::dataset::write_dataset(&out, train, val, seed).map_err(Error::Other)?;
-            eprintln!(
-                "wrote {train} + {val} images with {n} labelled objects to {}",
-                out.display()
-            );
+        Command::Eval { model, source, frames, match_iou } => cmd_eval(&model, &source, frames, match_iou),
+        Command::Record { source, frames, out } => cmd_record(&source, frames, &out),
+        Command::Dataset { out, train, val, seed } => {
+            let n = jetdetect::dataset::write_dataset(&out, train, val, seed).map_err(Error::Other)?;
+            eprintln!("wrote {train} + {val} images with {n} labelled objects to {}", out.display());
             Ok(true)
         }
     }

@@ -34,9 +34,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions {
-            dynamic_input: (640, 640),
-        }
+        EngineOptions { dynamic_input: (640, 640) }
     }
 }
 
@@ -71,16 +69,11 @@ pub trait Engine: Send {
 pub const KINDS: [&str; 1] = ["tract"];
 
 /// Loads `model` with the engine called `kind`.
-pub fn open(
-    kind: &str,
-    model: &Path,
-    options: &EngineOptions,
-) -> Result<Box<dyn Engine>, EngineError> {
+pub fn open(kind: &str, model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, EngineError> {
     match kind {
         "tract" => Ok(Box::new(tract::TractEngine::load(model, options)?)),
-        other => Err(EngineError::Model(format!(
-            "unknown engine '{other}': this build has {}",
-            KINDS.join(", ")
-        ))),
+        other => {
+            Err(EngineError::Model(format!("unknown engine '{other}': this build has {}", KINDS.join(", "))))
+        }
     }
 }

@@ -43,20 +43,13 @@ impl TractEngine {
         })?;
         let onnx = tract_onnx::onnx();
         let mut model = onnx.model_for_read(&mut bytes.as_slice()).map_err(|e| {
-            model_err(
-                path,
-                "not a valid ONNX model (corrupt, truncated, or another format?)",
-                e,
-            )
+            model_err(path, "not a valid ONNX model (corrupt, truncated, or another format?)", e)
         })?;
 
         let mut metadata = BTreeMap::new();
         for (k, v) in &model.properties {
             if let Some(key) = k.strip_prefix("onnx.metadata_props.") {
-                if let Ok(s) = v
-                    .try_as_plain_ram()
-                    .and_then(|p| p.to_scalar::<String>().cloned())
-                {
+                if let Ok(s) = v.try_as_plain_ram().and_then(|p| p.to_scalar::<String>().cloned()) {
                     metadata.insert(key.to_string(), s);
                 }
             }
@@ -69,19 +62,13 @@ impl TractEngine {
                 model.inputs.len()
             )));
         }
-        let fact = model
-            .input_fact(0)
-            .map_err(|e| model_err(path, "cannot read the input", e))?
-            .clone();
+        let fact = model.input_fact(0).map_err(|e| model_err(path, "cannot read the input", e))?.clone();
         let (dw, dh) = options.dynamic_input;
         // Open shapes (rank unknown) read as four unknown dims.
         let dims: Vec<Option<usize>> = if fact.shape.is_open() {
             vec![None; 4]
         } else {
-            fact.shape
-                .dims()
-                .map(|d| d.concretize().and_then(|d| d.to_usize().ok()))
-                .collect()
+            fact.shape.dims().map(|d| d.concretize().and_then(|d| d.to_usize().ok())).collect()
         };
         if dims.len() != 4 || dims[0].is_some_and(|n| n != 1) || dims[1].is_some_and(|c| c != 3) {
             return Err(EngineError::Model(format!(
@@ -90,41 +77,26 @@ impl TractEngine {
                 fact.shape
             )));
         }
-        let input_shape = [
-            1,
-            3,
-            dims[2].unwrap_or(dh as usize),
-            dims[3].unwrap_or(dw as usize),
-        ];
+        let input_shape = [1, 3, dims[2].unwrap_or(dh as usize), dims[3].unwrap_or(dw as usize)];
         model = model
             .with_input_fact(0, f32::fact(input_shape).into())
             .map_err(|e| model_err(path, "cannot set the input shape", e))?;
-        let typed = model.into_optimized().map_err(|e| {
-            model_err(
-                path,
-                "tract cannot optimise this model (unsupported operator?)",
-                e,
-            )
-        })?;
-        let output_shape = typed
-            .output_fact(0)
-            .ok()
-            .and_then(|f| f.shape.as_concrete().map(|s| s.to_vec()))
-            .ok_or_else(|| {
-                EngineError::Model(format!(
-                    "{}: the output shape is not fixed for input {input_shape:?}",
-                    path.display()
-                ))
-            })?;
-        let plan = typed
-            .into_runnable()
-            .map_err(|e| model_err(path, "cannot plan the model", e))?;
-        let state = plan
-            .spawn()
-            .map_err(|e| model_err(path, "cannot create run state", e))?;
+        let typed = model
+            .into_optimized()
+            .map_err(|e| model_err(path, "tract cannot optimise this model (unsupported operator?)", e))?;
+        let output_shape =
+            typed.output_fact(0).ok().and_then(|f| f.shape.as_concrete().map(|s| s.to_vec())).ok_or_else(
+                || {
+                    EngineError::Model(format!(
+                        "{}: the output shape is not fixed for input {input_shape:?}",
+                        path.display()
+                    ))
+                },
+            )?;
+        let plan = typed.into_runnable().map_err(|e| model_err(path, "cannot plan the model", e))?;
+        let state = plan.spawn().map_err(|e| model_err(path, "cannot create run state", e))?;
         let input_tensor = Arc::new(
-            Tensor::zero::<f32>(&input_shape)
-                .map_err(|e| model_err(path, "cannot allocate input", e))?,
+            Tensor::zero::<f32>(&input_shape).map_err(|e| model_err(path, "cannot allocate input", e))?,
         );
         let n_in: usize = input_shape.iter().product();
         let n_out: usize = output_shape.iter().product();
@@ -175,10 +147,8 @@ impl Engine for TractEngine {
             }
         }
         .map_err(run_err)?;
-        let outputs = self
-            .state
-            .run(tvec![TValue::from_const(self.input_tensor.clone())])
-            .map_err(run_err)?;
+        let outputs =
+            self.state.run(tvec![TValue::from_const(self.input_tensor.clone())]).map_err(run_err)?;
         let expected = self.output.len();
         let output = &mut self.output;
         let copied = outputs[0].try_as_plain_ram().and_then(|v| {

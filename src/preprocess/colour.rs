@@ -7,29 +7,27 @@
 
 use crate::frame::{Frame, PixelFormat};
 
-// Fixed-point BT.601 coefficients (x 2^16), limited range.
-const CY: i32 = 76_284; // 1.164
-const CRV: i32 = 104_595; // 1.596
-const CGU: i32 = 25_625; // 0.391
-const CGV: i32 = 53_281; // 0.813
-const CBU: i32 = 132_252; // 2.018
+// BT.601 limited-range coefficients in 20-bit fixed point: the precision
+// OpenCV's cvtColor uses, so conversions agree with it to the level.
+const SHIFT: i32 = 20;
+const CY: i32 = 1_220_542; // 1.164 = 255 / 219
+const CRV: i32 = 1_673_527; // 1.596
+const CGU: i32 = 409_993; // 0.391
+const CGV: i32 = 852_492; // 0.813
+const CBU: i32 = 2_116_026; // 2.018
 
 #[inline]
 fn sat(v: i32) -> u8 {
-    (v >> 16).clamp(0, 255) as u8
+    (v >> SHIFT).clamp(0, 255) as u8
 }
 
 /// BT.601 limited-range YCbCr -> RGB for one pixel.
 #[inline]
 pub fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [u8; 3] {
-    let c = (y as i32 - 16).max(0) * CY + (1 << 15);
+    let c = (y as i32 - 16).max(0) * CY + (1 << (SHIFT - 1));
     let d = u as i32 - 128;
     let e = v as i32 - 128;
-    [
-        sat(c + CRV * e),
-        sat(c - CGU * d - CGV * e),
-        sat(c + CBU * d),
-    ]
+    [sat(c + CRV * e), sat(c - CGU * d - CGV * e), sat(c + CBU * d)]
 }
 
 /// Converts `frame` into packed RGB24 in `rgb` (resized to `w * h * 3`).
@@ -51,11 +49,7 @@ pub fn to_rgb(frame: &Frame, rgb: &mut Vec<u8>) {
             }
         }
         PixelFormat::Yuyv | PixelFormat::Uyvy => {
-            let (yo, uo, vo) = if frame.format == PixelFormat::Yuyv {
-                (0, 1, 3)
-            } else {
-                (1, 0, 2)
-            };
+            let (yo, uo, vo) = if frame.format == PixelFormat::Yuyv { (0, 1, 3) } else { (1, 0, 2) };
             for (o, i) in rgb.chunks_exact_mut(6).zip(src.chunks_exact(4)) {
                 let (u, v) = (i[uo], i[vo]);
                 o[..3].copy_from_slice(&yuv_to_rgb(i[yo], u, v));
@@ -70,11 +64,7 @@ pub fn to_rgb(frame: &Frame, rgb: &mut Vec<u8>) {
                 let orow = &mut rgb[y * w * 3..(y + 1) * w * 3];
                 for x in 0..w {
                     let c = x & !1;
-                    orow[x * 3..x * 3 + 3].copy_from_slice(&yuv_to_rgb(
-                        lrow[x],
-                        crow[c],
-                        crow[c + 1],
-                    ));
+                    orow[x * 3..x * 3 + 3].copy_from_slice(&yuv_to_rgb(lrow[x], crow[c], crow[c + 1]));
                 }
             }
         }
@@ -123,10 +113,7 @@ mod tests {
             };
             for px in out.chunks_exact(3) {
                 for (a, b) in px.iter().zip(expect) {
-                    assert!(
-                        (*a as i32 - b as i32).abs() <= 2,
-                        "{format}: {px:?} vs {expect:?}"
-                    );
+                    assert!((*a as i32 - b as i32).abs() <= 2, "{format}: {px:?} vs {expect:?}");
                 }
             }
         }

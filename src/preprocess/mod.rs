@@ -50,27 +50,14 @@ impl Letterbox {
         let dh = (dst_h - new_h) as f32 / 2.0;
         let left = (dw - 0.1).round_ties_even().max(0.0) as u32;
         let top = (dh - 0.1).round_ties_even().max(0.0) as u32;
-        Letterbox {
-            src_w,
-            src_h,
-            dst_w,
-            dst_h,
-            scale,
-            new_w,
-            new_h,
-            left,
-            top,
-        }
+        Letterbox { src_w, src_h, dst_w, dst_h, scale, new_w, new_h, left, top }
     }
 
     /// Maps a point in model-input pixels back to source pixels, clipped to the frame.
     pub fn to_source(&self, x: f32, y: f32) -> (f32, f32) {
         let sx = (x - self.left as f32) / self.scale;
         let sy = (y - self.top as f32) / self.scale;
-        (
-            sx.clamp(0.0, self.src_w as f32),
-            sy.clamp(0.0, self.src_h as f32),
-        )
+        (sx.clamp(0.0, self.src_w as f32), sy.clamp(0.0, self.src_h as f32))
     }
 }
 

@@ -53,18 +53,8 @@ pub fn load_image(path: &Path, frame: &mut Frame) -> Result<(), SourceError> {
 }
 
 enum Content {
-    Images {
-        paths: Vec<PathBuf>,
-        next: usize,
-    },
-    Raw {
-        path: PathBuf,
-        file: File,
-        width: u32,
-        height: u32,
-        format: PixelFormat,
-        frame_len: usize,
-    },
+    Images { paths: Vec<PathBuf>, next: usize },
+    Raw { path: PathBuf, file: File, width: u32, height: u32, format: PixelFormat, frame_len: usize },
 }
 
 /// The `file://` source.
@@ -88,13 +78,8 @@ impl FileSource {
         let path = PathBuf::from(&uri.location);
         let fps = uri.get_in("fps", 0.0f64, 0.0, 1000.0).map_err(bad)?;
         let looping = uri.get("loop", false).map_err(bad)?;
-        let meta = std::fs::metadata(&path).map_err(|e| {
-            SourceError::Io(format!(
-                "{}: cannot open '{}': {e}",
-                uri.text,
-                path.display()
-            ))
-        })?;
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| SourceError::Io(format!("{}: cannot open '{}': {e}", uri.text, path.display())))?;
         let raw_keys = ["width", "height", "format"];
         let content = if meta.is_dir() || is_image(&path) {
             if let Some(k) = raw_keys.iter().find(|k| uri.has(k)) {
@@ -159,14 +144,7 @@ impl FileSource {
             }
             let file = File::open(&path)
                 .map_err(|e| SourceError::Io(format!("{}: cannot open: {e}", path.display())))?;
-            Content::Raw {
-                path,
-                file,
-                width,
-                height,
-                format,
-                frame_len,
-            }
+            Content::Raw { path, file, width, height, format, frame_len }
         };
         Ok(FileSource {
             content,
@@ -195,12 +173,7 @@ impl FrameSource for FileSource {
     fn describe(&self) -> String {
         match &self.content {
             Content::Images { paths, .. } => format!("{} ({} image(s))", self.text, paths.len()),
-            Content::Raw {
-                width,
-                height,
-                format,
-                ..
-            } => {
+            Content::Raw { width, height, format, .. } => {
                 format!("{} ({width}x{height} {format} raw)", self.text)
             }
         }
@@ -219,25 +192,15 @@ impl FrameSource for FileSource {
                 load_image(&paths[*next], frame)?;
                 *next += 1;
             }
-            Content::Raw {
-                path,
-                file,
-                width,
-                height,
-                format,
-                frame_len,
-            } => {
+            Content::Raw { path, file, width, height, format, frame_len } => {
                 frame.data.resize(*frame_len, 0);
-                let mut got = read_full(file, &mut frame.data).map_err(|e| {
-                    SourceError::Io(format!("{}: read failed: {e}", path.display()))
-                })?;
+                let mut got = read_full(file, &mut frame.data)
+                    .map_err(|e| SourceError::Io(format!("{}: read failed: {e}", path.display())))?;
                 if got < *frame_len && self.looping {
-                    file.seek(SeekFrom::Start(0)).map_err(|e| {
-                        SourceError::Io(format!("{}: cannot rewind: {e}", path.display()))
-                    })?;
-                    got = read_full(file, &mut frame.data).map_err(|e| {
-                        SourceError::Io(format!("{}: read failed: {e}", path.display()))
-                    })?;
+                    file.seek(SeekFrom::Start(0))
+                        .map_err(|e| SourceError::Io(format!("{}: cannot rewind: {e}", path.display())))?;
+                    got = read_full(file, &mut frame.data)
+                        .map_err(|e| SourceError::Io(format!("{}: read failed: {e}", path.display())))?;
                 }
                 if got < *frame_len {
                     if got > 0 {
@@ -303,11 +266,7 @@ mod tests {
         let mut bytes: Vec<u8> = (0..3).flat_map(|i| vec![i as u8; 8 * 4]).collect();
         bytes.extend_from_slice(&[9; 5]);
         std::fs::write(&p, &bytes).unwrap();
-        let mut src = open(&format!(
-            "file://{}?width=8&height=4&format=grey",
-            p.display()
-        ))
-        .unwrap();
+        let mut src = open(&format!("file://{}?width=8&height=4&format=grey", p.display())).unwrap();
         let mut f = Frame::empty();
         for i in 0..3u8 {
             assert!(src.next_frame(&mut f).unwrap());
@@ -322,26 +281,15 @@ mod tests {
         let d = tmpdir("rawbad");
         let p = d.join("clip.yuv");
         std::fs::write(&p, [0u8; 100]).unwrap();
-        let e = open(&format!("file://{}", p.display()))
+        let e = open(&format!("file://{}", p.display())).err().unwrap().to_string();
+        assert!(e.contains("need width, height and format"), "{e}");
+        let e = open(&format!("file://{}?width=640&height=480&format=yuyv", p.display()))
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("need width, height and format"), "{e}");
-        let e = open(&format!(
-            "file://{}?width=640&height=480&format=yuyv",
-            p.display()
-        ))
-        .err()
-        .unwrap()
-        .to_string();
         assert!(e.contains("less than one 640x480 yuyv frame"), "{e}");
-        let e = open(&format!(
-            "file://{}?width=7&height=4&format=yuyv",
-            p.display()
-        ))
-        .err()
-        .unwrap()
-        .to_string();
+        let e =
+            open(&format!("file://{}?width=7&height=4&format=yuyv", p.display())).err().unwrap().to_string();
         assert!(e.contains("even width"), "{e}");
         let e = open("file:///nonexistent/x.png").err().unwrap().to_string();
         assert!(e.contains("cannot open"), "{e}");
@@ -351,9 +299,7 @@ mod tests {
     fn folders_yield_images_in_name_order_and_bad_images_are_named() {
         let d = tmpdir("dir");
         for (name, shade) in [("b.png", 20u8), ("a.png", 10u8)] {
-            image::RgbImage::from_pixel(4, 2, image::Rgb([shade, 0, 0]))
-                .save(d.join(name))
-                .unwrap();
+            image::RgbImage::from_pixel(4, 2, image::Rgb([shade, 0, 0])).save(d.join(name)).unwrap();
         }
         std::fs::write(d.join("notes.txt"), "not an image").unwrap();
         let mut src = open(&format!("file://{}", d.display())).unwrap();
@@ -365,16 +311,10 @@ mod tests {
         assert!(!src.next_frame(&mut f).unwrap());
 
         std::fs::write(d.join("broken.jpg"), "JFIF? no").unwrap();
-        let e = load_image(&d.join("broken.jpg"), &mut f)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = load_image(&d.join("broken.jpg"), &mut f).err().unwrap().to_string();
         assert!(e.contains("broken.jpg") && e.contains("PNG or JPEG"), "{e}");
         let empty = tmpdir("empty");
-        let e = open(&format!("file://{}", empty.display()))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = open(&format!("file://{}", empty.display())).err().unwrap().to_string();
         assert!(e.contains("no PNG or JPEG images"), "{e}");
     }
 }

@@ -115,16 +115,8 @@ impl Scene {
 
         // Background: a vertical two-tone gradient ("wall" over "floor") of
         // low-saturation colours, with a horizon and grey clutter blocks.
-        let top = hsv(
-            rng.range(0.0, 360.0),
-            rng.range(0.0, 0.15),
-            rng.range(0.55, 0.9),
-        );
-        let bottom = hsv(
-            rng.range(0.0, 360.0),
-            rng.range(0.0, 0.2),
-            rng.range(0.25, 0.6),
-        );
+        let top = hsv(rng.range(0.0, 360.0), rng.range(0.0, 0.15), rng.range(0.55, 0.9));
+        let bottom = hsv(rng.range(0.0, 360.0), rng.range(0.0, 0.2), rng.range(0.25, 0.6));
         let horizon = rng.range(0.3, 0.7) * height as f32;
         let mut background = vec![0u8; w * h * 3];
         for y in 0..h {
@@ -157,34 +149,18 @@ impl Scene {
                     0 => (
                         s * rng.range(0.4, 0.7),
                         s * rng.range(0.35, 0.55),
-                        hsv(
-                            rng.range(22.0, 40.0),
-                            rng.range(0.45, 0.75),
-                            rng.range(0.5, 0.85),
-                        ),
+                        hsv(rng.range(22.0, 40.0), rng.range(0.45, 0.75), rng.range(0.5, 0.85)),
                     ),
                     1 => {
                         let r = s * rng.range(0.35, 0.5);
-                        (
-                            r,
-                            r,
-                            hsv(
-                                rng.range(200.0, 235.0),
-                                rng.range(0.6, 0.9),
-                                rng.range(0.55, 0.95),
-                            ),
-                        )
+                        (r, r, hsv(rng.range(200.0, 235.0), rng.range(0.6, 0.9), rng.range(0.55, 0.95)))
                     }
                     _ => {
                         let hh = s * rng.range(0.5, 0.65);
                         (
                             hh * rng.range(0.55, 0.75),
                             hh,
-                            hsv(
-                                rng.range(-8.0, 12.0),
-                                rng.range(0.75, 0.95),
-                                rng.range(0.7, 0.95),
-                            ),
+                            hsv(rng.range(-8.0, 12.0), rng.range(0.75, 0.95), rng.range(0.7, 0.95)),
                         )
                     }
                 };
@@ -202,14 +178,7 @@ impl Scene {
                 }
             })
             .collect();
-        Scene {
-            width,
-            height,
-            noise,
-            seed,
-            background,
-            objects,
-        }
+        Scene { width, height, noise, seed, background, objects }
     }
 
     /// Frame width in pixels.
@@ -224,13 +193,7 @@ impl Scene {
 
     /// Renders frame `t` as packed RGB24 into `rgb` and its ground truth into
     /// `truth` (both reused). `ids` is scratch space (object index per pixel).
-    pub fn render(
-        &self,
-        t: u64,
-        rgb: &mut Vec<u8>,
-        ids: &mut Vec<u8>,
-        truth: &mut Vec<GroundTruth>,
-    ) {
+    pub fn render(&self, t: u64, rgb: &mut Vec<u8>, ids: &mut Vec<u8>, truth: &mut Vec<GroundTruth>) {
         let (w, h) = (self.width as usize, self.height as usize);
         rgb.clear();
         rgb.extend_from_slice(&self.background);
@@ -274,10 +237,7 @@ impl Scene {
                         1 => {
                             let dx = (fx - cx) / o.half_w + 0.35;
                             let dy = (fy - cy) / o.half_h + 0.35;
-                            shade(
-                                o.colour,
-                                (1.15 - 0.45 * (dx * dx + dy * dy)).clamp(0.45, 1.15),
-                            )
+                            shade(o.colour, (1.15 - 0.45 * (dx * dx + dy * dy)).clamp(0.45, 1.15))
                         }
                         // Reflective band on the cone.
                         2 if (0.45..0.62).contains(&v) => [235, 235, 235],
@@ -342,9 +302,7 @@ pub struct SyntheticSource {
 }
 
 /// Query keys `synthetic://` accepts.
-pub const KEYS: [&str; 7] = [
-    "width", "height", "fps", "format", "seed", "objects", "frames",
-];
+pub const KEYS: [&str; 7] = ["width", "height", "fps", "format", "seed", "objects", "frames"];
 
 impl SyntheticSource {
     /// Opens `synthetic://?width=..&height=..&fps=..&format=..&seed=..&objects=..&frames=..`.
@@ -388,13 +346,7 @@ impl SyntheticSource {
 
 impl FrameSource for SyntheticSource {
     fn describe(&self) -> String {
-        format!(
-            "{} ({}x{} {})",
-            self.text,
-            self.scene.width(),
-            self.scene.height(),
-            self.format
-        )
+        format!("{} ({}x{} {})", self.text, self.scene.width(), self.scene.height(), self.format)
     }
 
     fn next_frame(&mut self, frame: &mut Frame) -> Result<bool, SourceError> {
@@ -409,22 +361,11 @@ impl FrameSource for SyntheticSource {
             }
             // Like a camera, never "catch up" with a burst after a stall.
             let next = deadline + interval;
-            self.next_deadline = Some(if next < Instant::now() {
-                Instant::now()
-            } else {
-                next
-            });
+            self.next_deadline = Some(if next < Instant::now() { Instant::now() } else { next });
         }
         let t = self.next_index;
-        self.scene
-            .render(t, &mut self.rgb, &mut self.ids, &mut self.truth);
-        encode_rgb(
-            &self.rgb,
-            self.scene.width(),
-            self.scene.height(),
-            self.format,
-            &mut frame.data,
-        );
+        self.scene.render(t, &mut self.rgb, &mut self.ids, &mut self.truth);
+        encode_rgb(&self.rgb, self.scene.width(), self.scene.height(), self.format, &mut frame.data);
         frame.width = self.scene.width();
         frame.height = self.scene.height();
         frame.format = self.format;
@@ -469,10 +410,7 @@ mod tests {
             for t in [0, 1, 57, 1000, 123_456] {
                 s.render(t, &mut rgb, &mut ids, &mut truth);
                 for g in &truth {
-                    assert!(
-                        g.x1 >= 0.0 && g.y1 >= 0.0 && g.x2 <= 200.0 && g.y2 <= 150.0,
-                        "{g:?}"
-                    );
+                    assert!(g.x1 >= 0.0 && g.y1 >= 0.0 && g.x2 <= 200.0 && g.y2 <= 150.0, "{g:?}");
                     assert!(g.x2 - g.x1 >= 4.0 && g.y2 - g.y1 >= 4.0, "{g:?}");
                     assert!((0.0..=1.0).contains(&g.visible));
                 }
@@ -499,28 +437,13 @@ mod tests {
     #[test]
     fn source_checks_its_parameters() {
         let open = |s: &str| SyntheticSource::open(&SourceUri::parse(s).unwrap());
-        assert!(open("synthetic://?width=641&format=yuyv")
-            .err()
-            .unwrap()
-            .to_string()
-            .contains("even width"));
-        assert!(open("synthetic://?fps=abc")
-            .err()
-            .unwrap()
-            .to_string()
-            .contains("'fps'"));
-        assert!(open("synthetic://?colour=red")
-            .err()
-            .unwrap()
-            .to_string()
-            .contains("unknown key 'colour'"));
+        assert!(open("synthetic://?width=641&format=yuyv").err().unwrap().to_string().contains("even width"));
+        assert!(open("synthetic://?fps=abc").err().unwrap().to_string().contains("'fps'"));
+        assert!(open("synthetic://?colour=red").err().unwrap().to_string().contains("unknown key 'colour'"));
         let mut src = open("synthetic://?width=64&height=48&fps=0&frames=2&format=nv12").unwrap();
         let mut f = Frame::empty();
         assert!(src.next_frame(&mut f).unwrap());
-        assert_eq!(
-            (f.width, f.height, f.format, f.seq),
-            (64, 48, PixelFormat::Nv12, 0)
-        );
+        assert_eq!((f.width, f.height, f.format, f.seq), (64, 48, PixelFormat::Nv12, 0));
         f.check_len().unwrap();
         assert!(src.next_frame(&mut f).unwrap());
         assert_eq!(f.seq, 1);

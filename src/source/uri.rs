@@ -35,14 +35,10 @@ impl SourceUri {
             None => (rest, None),
         };
         let mut params = BTreeMap::new();
-        for pair in query
-            .into_iter()
-            .flat_map(|q| q.split('&'))
-            .filter(|p| !p.is_empty())
-        {
-            let (k, v) = pair.split_once('=').ok_or_else(|| {
-                format!("'{text}': query item '{pair}' has no value: write key=value")
-            })?;
+        for pair in query.into_iter().flat_map(|q| q.split('&')).filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("'{text}': query item '{pair}' has no value: write key=value"))?;
             let k = percent_decode(k).map_err(|e| format!("'{text}': {e}"))?;
             let v = percent_decode(v).map_err(|e| format!("'{text}': {e}"))?;
             if params.insert(k.to_ascii_lowercase(), v).is_some() {
@@ -89,9 +85,7 @@ impl SourceUri {
     {
         match self.params.get(key) {
             None => Ok(default),
-            Some(v) => v
-                .parse::<T>()
-                .map_err(|e| format!("{}: bad value '{v}' for '{key}': {e}", self.text)),
+            Some(v) => v.parse::<T>().map_err(|e| format!("{}: bad value '{v}' for '{key}': {e}", self.text)),
         }
     }
 
@@ -103,10 +97,7 @@ impl SourceUri {
     {
         let v = self.get(key, default)?;
         if v < lo || v > hi {
-            return Err(format!(
-                "{}: '{key}' = {v} is out of range: allowed {lo} to {hi}",
-                self.text
-            ));
+            return Err(format!("{}: '{key}' = {v} is out of range: allowed {lo} to {hi}", self.text));
         }
         Ok(v)
     }
@@ -138,8 +129,7 @@ mod tests {
 
     #[test]
     fn parses_scheme_location_and_query() {
-        let u =
-            SourceUri::parse("file://my%20clips/a.yuv?width=640&height=480&format=yuyv").unwrap();
+        let u = SourceUri::parse("file://my%20clips/a.yuv?width=640&height=480&format=yuyv").unwrap();
         assert_eq!(u.scheme, "file");
         assert_eq!(u.location, "my clips/a.yuv");
         assert_eq!(u.get("width", 0u32).unwrap(), 640);
@@ -152,33 +142,16 @@ mod tests {
 
     #[test]
     fn rejects_bad_uris_with_reasons() {
-        assert!(SourceUri::parse("/dev/video0")
-            .unwrap_err()
-            .contains("scheme://"));
-        assert!(SourceUri::parse("a://x?w")
-            .unwrap_err()
-            .contains("no value"));
-        assert!(SourceUri::parse("a://x?w=1&w=2")
-            .unwrap_err()
-            .contains("twice"));
-        assert!(SourceUri::parse("a://x%zz")
-            .unwrap_err()
-            .contains("percent"));
+        assert!(SourceUri::parse("/dev/video0").unwrap_err().contains("scheme://"));
+        assert!(SourceUri::parse("a://x?w").unwrap_err().contains("no value"));
+        assert!(SourceUri::parse("a://x?w=1&w=2").unwrap_err().contains("twice"));
+        assert!(SourceUri::parse("a://x%zz").unwrap_err().contains("percent"));
         let u = SourceUri::parse("synthetic://?widht=3").unwrap();
         let e = u.check_keys(&["width", "height"]).unwrap_err();
-        assert!(
-            e.contains("unknown key 'widht'") && e.contains("width, height"),
-            "{e}"
-        );
+        assert!(e.contains("unknown key 'widht'") && e.contains("width, height"), "{e}");
         let u = SourceUri::parse("synthetic://?width=-3").unwrap();
-        assert!(u
-            .get("width", 0u32)
-            .unwrap_err()
-            .contains("bad value '-3' for 'width'"));
+        assert!(u.get("width", 0u32).unwrap_err().contains("bad value '-3' for 'width'"));
         let u = SourceUri::parse("synthetic://?width=99999").unwrap();
-        assert!(u
-            .get_in("width", 640u32, 16, 8192)
-            .unwrap_err()
-            .contains("out of range"));
+        assert!(u.get_in("width", 640u32, 16, 8192).unwrap_err().contains("out of range"));
     }
 }

@@ -25,12 +25,7 @@ pub struct DecodeOptions {
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions {
-            confidence: 0.25,
-            iou: 0.45,
-            max_detections: 100,
-            max_candidates: 30_000,
-        }
+        DecodeOptions { confidence: 0.25, iou: 0.45, max_detections: 100, max_candidates: 30_000 }
     }
 }
 
@@ -53,12 +48,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder for `layout`.
     pub fn new(layout: Layout, options: DecodeOptions) -> Decoder {
-        Decoder {
-            layout,
-            options,
-            candidates: Vec::new(),
-            suppressed: Vec::new(),
-        }
+        Decoder { layout, options, candidates: Vec::new(), suppressed: Vec::new() }
     }
 
     /// The layout this decoder reads.
@@ -74,20 +64,14 @@ impl Decoder {
     /// Decodes `output` into `detections` (cleared first), in source pixels.
     ///
     /// `output` must hold exactly one image's tensor for this decoder's layout.
-    pub fn decode(
-        &mut self,
-        output: &[f32],
-        letterbox: &Letterbox,
-        detections: &mut Vec<Detection>,
-    ) {
+    pub fn decode(&mut self, output: &[f32], letterbox: &Letterbox, detections: &mut Vec<Detection>) {
         detections.clear();
         self.candidates.clear();
         let conf = self.options.confidence;
         let classes = self.layout.classes();
         let anchors = self.layout.anchors();
-        let xyxy = |cx: f32, cy: f32, w: f32, h: f32| {
-            [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0]
-        };
+        let xyxy =
+            |cx: f32, cy: f32, w: f32, h: f32| [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0];
         match self.layout {
             Layout::V8 { .. } => {
                 debug_assert_eq!(output.len(), anchors * (4 + classes));
@@ -138,8 +122,7 @@ impl Decoder {
         }
 
         // Best first; ties keep tensor order so results are deterministic.
-        self.candidates
-            .sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+        self.candidates.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
         self.candidates.truncate(self.options.max_candidates);
         self.suppressed.clear();
         self.suppressed.resize(self.candidates.len(), false);
@@ -150,14 +133,7 @@ impl Decoder {
             let keep = self.candidates[i];
             let (x1, y1) = letterbox.to_source(keep.b[0], keep.b[1]);
             let (x2, y2) = letterbox.to_source(keep.b[2], keep.b[3]);
-            detections.push(Detection {
-                class_id: keep.class_id,
-                score: keep.score,
-                x1,
-                y1,
-                x2,
-                y2,
-            });
+            detections.push(Detection { class_id: keep.class_id, score: keep.score, x1, y1, x2, y2 });
             if detections.len() >= self.options.max_detections {
                 break;
             }
@@ -207,21 +183,12 @@ mod tests {
             ([10.0, 10.0, 8.0, 8.0], vec![0.6, 0.0]),   // elsewhere: kept
             ([80.0, 80.0, 8.0, 8.0], vec![0.25, 0.0]),  // exactly at the threshold: dropped
         ]);
-        let mut d = Decoder::new(
-            Layout::V8 {
-                anchors: 5,
-                classes: 2,
-            },
-            DecodeOptions::default(),
-        );
+        let mut d = Decoder::new(Layout::V8 { anchors: 5, classes: 2 }, DecodeOptions::default());
         let mut out = Vec::new();
         d.decode(&t, &identity(), &mut out);
         let got: Vec<(usize, f32)> = out.iter().map(|d| (d.class_id, d.score)).collect();
         assert_eq!(got, vec![(0, 0.9), (1, 0.7), (0, 0.6)]);
-        assert_eq!(
-            (out[0].x1, out[0].y1, out[0].x2, out[0].y2),
-            (40.0, 40.0, 60.0, 60.0)
-        );
+        assert_eq!((out[0].x1, out[0].y1, out[0].x2, out[0].y2), (40.0, 40.0, 60.0, 60.0));
     }
 
     #[test]
@@ -231,13 +198,7 @@ mod tests {
             50.0, 50.0, 10.0, 10.0, 0.9, 0.1, 0.5, //
             20.0, 20.0, 10.0, 10.0, 0.2, 1.0, 0.0,
         ];
-        let mut d = Decoder::new(
-            Layout::V5 {
-                anchors: 2,
-                classes: 2,
-            },
-            DecodeOptions::default(),
-        );
+        let mut d = Decoder::new(Layout::V5 { anchors: 2, classes: 2 }, DecodeOptions::default());
         let mut out = Vec::new();
         d.decode(&t, &identity(), &mut out);
         assert_eq!(out.len(), 1);
@@ -249,51 +210,20 @@ mod tests {
     fn boxes_map_back_through_the_letterbox_and_clip() {
         // 200x100 frame in a 100x100 input: gain 0.5, 25 rows of padding on top.
         let lb = Letterbox::new(200, 100, 100, 100);
-        let t = v8_tensor(&[
-            ([50.0, 50.0, 20.0, 10.0], vec![0.9]),
-            ([2.0, 30.0, 10.0, 10.0], vec![0.8]),
-        ]);
-        let mut d = Decoder::new(
-            Layout::V8 {
-                anchors: 2,
-                classes: 1,
-            },
-            DecodeOptions::default(),
-        );
+        let t = v8_tensor(&[([50.0, 50.0, 20.0, 10.0], vec![0.9]), ([2.0, 30.0, 10.0, 10.0], vec![0.8])]);
+        let mut d = Decoder::new(Layout::V8 { anchors: 2, classes: 1 }, DecodeOptions::default());
         let mut out = Vec::new();
         d.decode(&t, &lb, &mut out);
-        assert_eq!(
-            (out[0].x1, out[0].y1, out[0].x2, out[0].y2),
-            (80.0, 40.0, 120.0, 60.0)
-        );
-        assert_eq!(
-            (out[1].x1, out[1].x2),
-            (0.0, 14.0),
-            "clipped at the left edge"
-        );
+        assert_eq!((out[0].x1, out[0].y1, out[0].x2, out[0].y2), (80.0, 40.0, 120.0, 60.0));
+        assert_eq!((out[1].x1, out[1].x2), (0.0, 14.0), "clipped at the left edge");
     }
 
     #[test]
     fn max_detections_caps_the_output() {
-        let cands: Vec<_> = (0..50)
-            .map(|i| {
-                (
-                    [i as f32 * 2.0, 5.0, 1.0, 1.0],
-                    vec![0.5 + i as f32 / 200.0],
-                )
-            })
-            .collect();
-        let opts = DecodeOptions {
-            max_detections: 7,
-            ..DecodeOptions::default()
-        };
-        let mut d = Decoder::new(
-            Layout::V8 {
-                anchors: 50,
-                classes: 1,
-            },
-            opts,
-        );
+        let cands: Vec<_> =
+            (0..50).map(|i| ([i as f32 * 2.0, 5.0, 1.0, 1.0], vec![0.5 + i as f32 / 200.0])).collect();
+        let opts = DecodeOptions { max_detections: 7, ..DecodeOptions::default() };
+        let mut d = Decoder::new(Layout::V8 { anchors: 50, classes: 1 }, opts);
         let mut out = Vec::new();
         d.decode(&v8_tensor(&cands), &identity(), &mut out);
         assert_eq!(out.len(), 7);

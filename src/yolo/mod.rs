@@ -82,18 +82,8 @@ impl Layout {
             }
         };
         let (a, b) = (dims[0], dims[1]);
-        let v8 = || {
-            (a > 4).then(|| Layout::V8 {
-                anchors: b,
-                classes: a - 4,
-            })
-        };
-        let v5 = || {
-            (b > 5).then(|| Layout::V5 {
-                anchors: a,
-                classes: b - 5,
-            })
-        };
+        let v8 = || (a > 4).then(|| Layout::V8 { anchors: b, classes: a - 4 });
+        let v5 = || (b > 5).then(|| Layout::V5 { anchors: a, classes: b - 5 });
         let found = match hint {
             LayoutHint::V8 => v8(),
             LayoutHint::V5 => v5(),
@@ -102,12 +92,12 @@ impl Layout {
         };
         found.ok_or_else(|| {
             format!(
-                "output shape {shape:?} does not fit the {} layout: expected [1, N, 5+C] (YOLOv5) \
+                "output shape {shape:?} is not a YOLO detection output{}: expected [1, N, 5+C] (YOLOv5) \
                  or [1, 4+C, N] (YOLOv8/YOLO11) with at least one class",
                 match hint {
-                    LayoutHint::V5 => "YOLOv5",
-                    LayoutHint::V8 => "YOLOv8",
-                    LayoutHint::Auto => "YOLO",
+                    LayoutHint::V5 => " in the YOLOv5 layout (forced by the config)",
+                    LayoutHint::V8 => " in the YOLOv8 layout (forced by the config)",
+                    LayoutHint::Auto => "",
                 }
             )
         })
@@ -168,49 +158,29 @@ mod tests {
     fn layouts_are_read_from_the_shape() {
         assert_eq!(
             Layout::detect(&[1, 84, 8400], LayoutHint::Auto).unwrap(),
-            Layout::V8 {
-                anchors: 8400,
-                classes: 80
-            }
+            Layout::V8 { anchors: 8400, classes: 80 }
         );
         assert_eq!(
             Layout::detect(&[1, 25200, 85], LayoutHint::Auto).unwrap(),
-            Layout::V5 {
-                anchors: 25200,
-                classes: 80
-            }
+            Layout::V5 { anchors: 25200, classes: 80 }
         );
         assert_eq!(
             Layout::detect(&[7, 1344], LayoutHint::Auto).unwrap(),
-            Layout::V8 {
-                anchors: 1344,
-                classes: 3
-            }
+            Layout::V8 { anchors: 1344, classes: 3 }
         );
         assert_eq!(
             Layout::detect(&[1, 84, 8400], LayoutHint::V5).unwrap(),
-            Layout::V5 {
-                anchors: 84,
-                classes: 8395
-            }
+            Layout::V5 { anchors: 84, classes: 8395 }
         );
     }
 
     #[test]
     fn non_yolo_shapes_are_rejected_with_the_expected_forms() {
-        for shape in [
-            &[1usize, 1000][..],
-            &[1, 3, 80, 80],
-            &[2, 84, 8400],
-            &[1, 4, 10],
-        ] {
+        for shape in [&[1usize, 1000][..], &[1, 3, 80, 80], &[2, 84, 8400], &[1, 4, 10]] {
             let e = Layout::detect(shape, LayoutHint::Auto).unwrap_err();
             assert!(e.contains("[1, 4+C, N]"), "{shape:?}: {e}");
         }
-        assert!(
-            Layout::detect(&[1, 300, 6], LayoutHint::Auto).is_ok(),
-            "v5 with one class"
-        );
+        assert!(Layout::detect(&[1, 300, 6], LayoutHint::Auto).is_ok(), "v5 with one class");
     }
 
     #[test]

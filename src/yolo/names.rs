@@ -24,15 +24,9 @@ impl ClassNames {
             .map(String::from)
             .collect();
         if names.is_empty() {
-            return Err(format!(
-                "{}: no class names in the file (one name per line)",
-                path.display()
-            ));
+            return Err(format!("{}: no class names in the file (one name per line)", path.display()));
         }
-        Ok(ClassNames {
-            names,
-            origin: path.display().to_string(),
-        })
+        Ok(ClassNames { names, origin: path.display().to_string() })
     }
 
     /// Parses ultralytics' `names` metadata: a Python dict literal `{0: 'a', 1: "b"}`.
@@ -60,10 +54,7 @@ impl ClassNames {
 
     /// `class0`, `class1`, ... for models without names.
     pub fn numbered(count: usize) -> ClassNames {
-        ClassNames {
-            names: (0..count).map(|i| format!("class{i}")).collect(),
-            origin: "numbered".into(),
-        }
+        ClassNames { names: (0..count).map(|i| format!("class{i}")).collect(), origin: "numbered".into() }
     }
 
     /// Number of names.
@@ -94,10 +85,7 @@ mod tests {
         let n = ClassNames::from_metadata("{0: 'box', 1: \"ball\", 2: 'traffic cone'}").unwrap();
         assert_eq!((n.len(), n.name(2).as_ref()), (3, "traffic cone"));
         assert_eq!(n.name(7), "class7");
-        assert!(
-            ClassNames::from_metadata("{1: 'a'}").is_none(),
-            "ids must start at 0"
-        );
+        assert!(ClassNames::from_metadata("{1: 'a'}").is_none(), "ids must start at 0");
         assert!(ClassNames::from_metadata("['a', 'b']").is_none());
         assert!(ClassNames::from_metadata("{0: a}").is_none());
     }
@@ -109,9 +97,7 @@ mod tests {
         let n = ClassNames::from_file(&p).unwrap();
         assert_eq!((n.len(), n.name(1).as_ref()), (3, "ball"));
         std::fs::write(&p, "\n# nothing\n").unwrap();
-        assert!(ClassNames::from_file(&p)
-            .unwrap_err()
-            .contains("no class names"));
+        assert!(ClassNames::from_file(&p).unwrap_err().contains("no class names"));
         assert!(ClassNames::from_file(Path::new("/nonexistent/x.names"))
             .unwrap_err()
             .contains("cannot read"));
