@@ -255,11 +255,18 @@ fn cmd_eval(model: &ModelArgs, uri: &str, frames: u64, match_iou: f32) -> Result
     let mut frame = Frame::empty();
     let mut counts = Counts::default();
     let mut n = 0;
+    let mut ms = [0f64; 3];
+    detector.warm_up(2)?;
     while n < frames && src.next_frame(&mut frame)? {
         let dets = detector.detect(&frame)?;
         counts.add(match_frame(dets, &frame.truth, match_iou, 0.5));
+        let t = detector.times();
+        for (acc, d) in ms.iter_mut().zip([t.preprocess, t.inference, t.decode]) {
+            *acc += d.as_secs_f64() * 1e3;
+        }
         n += 1;
     }
+    let mean = |v: f64| (v / n.max(1) as f64 * 1000.0).round() / 1000.0;
     if counts.tp + counts.fn_ == 0 {
         return Err(Error::Other(format!("{uri}: the source has no ground truth to score against")));
     }
@@ -268,6 +275,7 @@ fn cmd_eval(model: &ModelArgs, uri: &str, frames: u64, match_iou: f32) -> Result
         json!({
             "source": uri, "frames": n, "tp": counts.tp, "fp": counts.fp, "fn": counts.fn_,
             "precision": counts.precision(), "recall": counts.recall(),
+            "mean_ms": {"preprocess": mean(ms[0]), "inference": mean(ms[1]), "decode": mean(ms[2])},
         })
     );
     Ok(true)

@@ -1,0 +1,202 @@
+//! The `jetdetect` binary as a user meets it: output formats, exit codes and
+//! the error messages for bad input (never a panic).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn jetdetect(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jetdetect")).args(args).current_dir(root()).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A failure must exit non-zero with a message, and never panic.
+fn assert_clean_failure(o: &Output, needles: &[&str]) {
+    let err = stderr(o);
+    assert!(!o.status.success(), "expected failure, got success: {err}");
+    assert_ne!(o.status.code(), Some(101), "panicked: {err}");
+    assert!(!err.contains("panicked"), "panicked: {err}");
+    for n in needles {
+        assert!(err.contains(n), "'{n}' not in: {err}");
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jetdetect-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+const MODEL: &str = "models/obstacles-v8.onnx";
+
+#[test]
+fn detect_prints_one_json_line_per_image_in_the_documented_shape() {
+    let o = jetdetect(&[
+        "detect",
+        "--model",
+        MODEL,
+        "--names",
+        "models/obstacles.names",
+        "tests/fixtures/images/scene_480x480.png",
+        "tests/fixtures/images/scene_800x600.jpg",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("{\"image\":\"tests/fixtures/images/scene_480x480.png\""), "{}", lines[0]);
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let dets = v["detections"].as_array().unwrap();
+    assert!(!dets.is_empty());
+    let keys: Vec<&String> = dets[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["class_id", "class", "score", "x1", "y1", "x2", "y2"]);
+    for d in dets {
+        assert!(["box", "ball", "cone"].contains(&d["class"].as_str().unwrap()));
+        assert!(d["score"].as_f64().unwrap() > 0.25);
+        assert!(d["x2"].as_f64().unwrap() <= 480.0 && d["x1"].as_f64().unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn detect_reads_folders_and_raw_frame_uris() {
+    let o = jetdetect(&[
+        "detect",
+        "--model",
+        MODEL,
+        "tests/fixtures/images",
+        "file://tests/fixtures/raw/scene_a.nv12?width=320&height=240&format=nv12",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(text.lines().count(), 5, "4 images + 1 raw frame:\n{text}");
+    assert!(text.lines().last().unwrap().contains("\"width\":320"));
+}
+
+#[test]
+fn a_bad_image_is_named_and_the_others_still_run() {
+    let bad = tmp("broken.png");
+    std::fs::write(&bad, b"\x89PNG but not really").unwrap();
+    let o = jetdetect(&[
+        "detect",
+        "--model",
+        MODEL,
+        bad.to_str().unwrap(),
+        "tests/fixtures/images/scene_480x480.png",
+    ]);
+    assert_clean_failure(&o, &["broken.png", "not an image this build can decode"]);
+    assert_eq!(String::from_utf8(o.stdout).unwrap().lines().count(), 1, "the good image was still processed");
+}
+
+#[test]
+fn missing_corrupt_and_non_yolo_models_are_clear_errors() {
+    let o = jetdetect(&["detect", "--model", "models/nope.onnx", "tests/fixtures/images/scene_480x480.png"]);
+    assert_clean_failure(&o, &["models/nope.onnx", "cannot read the model"]);
+
+    let corrupt = tmp("corrupt.onnx");
+    let mut bytes = std::fs::read(root().join(MODEL)).unwrap();
+    bytes.truncate(bytes.len() / 3);
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let o = jetdetect(&[
+        "detect",
+        "--model",
+        corrupt.to_str().unwrap(),
+        "tests/fixtures/images/scene_480x480.png",
+    ]);
+    assert_clean_failure(&o, &["corrupt.onnx", "not a valid ONNX model"]);
+
+    let o = jetdetect(&[
+        "detect",
+        "--model",
+        "tests/fixtures/models/not_yolo.onnx",
+        "tests/fixtures/images/scene_480x480.png",
+    ]);
+    assert_clean_failure(&o, &["not_yolo.onnx", "not a YOLO detection output", "[1, 4+C, N]"]);
+
+    let o = jetdetect(&["detect", "--model", "Cargo.toml", "tests/fixtures/images/scene_480x480.png"]);
+    assert_clean_failure(&o, &["Cargo.toml", "not a valid ONNX model"]);
+}
+
+#[test]
+fn names_that_do_not_fit_the_model_are_refused() {
+    let names = tmp("two.names");
+    std::fs::write(&names, "a\nb\n").unwrap();
+    let o = jetdetect(&[
+        "detect",
+        "--model",
+        MODEL,
+        "--names",
+        names.to_str().unwrap(),
+        "tests/fixtures/images/scene_480x480.png",
+    ]);
+    assert_clean_failure(&o, &["lists 2 class names", "predicts 3 classes"]);
+}
+
+#[test]
+fn bad_thresholds_are_refused() {
+    let o =
+        jetdetect(&["detect", "--model", MODEL, "--conf", "1.5", "tests/fixtures/images/scene_480x480.png"]);
+    assert_clean_failure(&o, &["confidence", "allowed 0 < confidence < 1"]);
+}
+
+#[test]
+fn check_prints_the_resolved_config_or_names_the_bad_line() {
+    for cfg in ["configs/demo.toml", "configs/jetdetect.toml"] {
+        let o = jetdetect(&["check", "--config", cfg]);
+        if cfg.ends_with("demo.toml") {
+            assert!(o.status.success(), "{cfg}: {}", stderr(&o));
+            let out = String::from_utf8(o.stdout).unwrap();
+            assert!(out.contains("[detect]") && out.contains("confidence = 0.25"), "{out}");
+            assert!(out.contains("models/obstacles-v8.onnx"), "{out}");
+        } else if !Path::new("/usr/share/jetdetect/models/obstacles-v8.onnx").exists() {
+            // The reference config points at the installed model.
+            assert_clean_failure(&o, &["[model] path", "/usr/share/jetdetect/models/obstacles-v8.onnx"]);
+        }
+    }
+    let bad = tmp("bad.toml");
+    std::fs::write(&bad, "[detect]\nconfidence = 0.3\niuo = 0.5\n").unwrap();
+    let o = jetdetect(&["check", "--config", bad.to_str().unwrap()]);
+    assert_clean_failure(&o, &["bad.toml:3", "unknown field `iuo`"]);
+    let o = jetdetect(&["check", "--config", "configs/missing.toml"]);
+    assert_clean_failure(&o, &["configs/missing.toml", "cannot read the config file"]);
+}
+
+#[test]
+fn every_command_has_help() {
+    for cmd in [
+        &["--help"][..],
+        &["check", "--help"],
+        &["detect", "--help"],
+        &["eval", "--help"],
+        &["record", "--help"],
+        &["dataset", "--help"],
+    ] {
+        let o = jetdetect(cmd);
+        assert!(o.status.success(), "{cmd:?}");
+        assert!(String::from_utf8(o.stdout).unwrap().contains("Usage:"), "{cmd:?}");
+    }
+    let o = jetdetect(&["--version"]);
+    assert!(String::from_utf8(o.stdout).unwrap().starts_with("jetdetect "));
+}
+
+#[test]
+fn record_then_replay_round_trips_frames() {
+    let out = tmp("rec.yuyv");
+    let o = jetdetect(&[
+        "record",
+        "--source",
+        "synthetic://?width=64&height=48&fps=0&format=yuyv&seed=3",
+        "--frames",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("width=64&height=48&format=yuyv"));
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), 3 * 64 * 48 * 2);
+}
