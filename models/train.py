@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
-"""Train and export jetdetect's obstacle detector (YOLOv8n, 3 classes) offline.
+"""Train and export jetdetect's obstacle detector (YOLOv8 at "pico" scale, 3 classes) offline.
 
-Reproduce (about an hour on 2 CPU cores; nothing is downloaded):
+Reproduce (about 25 minutes on 2 CPU cores; nothing is downloaded):
 
     python3 -m venv .venv-models && .venv-models/bin/pip install -r models/requirements.txt
-    cargo run --release -- dataset --out /tmp/obstacles --train 1500 --val 300 --seed 2026
-    .venv-models/bin/python models/train.py --data /tmp/obstacles/data.yaml --epochs 30
+    cargo run -- dataset --out /tmp/obstacles --train 1500 --val 300 --seed 2026
+    .venv-models/bin/python models/train.py --data /tmp/obstacles/data.yaml
 
-Writes models/obstacles-v8.onnx (YOLOv8 layout, output [1, 7, 2100]) and, with
---v5, models/obstacles-v5.onnx (the same network re-exported with the YOLOv5
-output layout [1, N, 5 + C], see make_v5_layout.py).
+Writes models/obstacles-v8.onnx (YOLOv8 layout, input [1, 3, 256, 256], output
+[1, 7, 1344]). models/make_v5_layout.py derives the YOLOv5-layout model from it.
 """
 import argparse
 import os
