@@ -96,7 +96,7 @@ impl FromStr for PixelFormat {
 }
 
 /// One object's true position in a rendered frame.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct GroundTruth {
     /// Class id of the object (for `synthetic://`, an index into its class names).
     pub class_id: usize,

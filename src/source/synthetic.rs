@@ -107,8 +107,10 @@ fn bounce(p0: f32, v: f32, t: u64, lo: f32, hi: f32) -> f32 {
 }
 
 impl Scene {
-    /// Builds the scene for `seed` at `width` x `height` with `objects` obstacles.
+    /// Builds the scene for `seed` at `width` x `height` with `objects` obstacles
+    /// (at most 255: more are ignored).
     pub fn new(width: u32, height: u32, objects: usize, seed: u64, noise: u8) -> Scene {
+        let objects = objects.min(255);
         let mut rng = Rng::new(seed);
         let (w, h) = (width as usize, height as usize);
         let short = width.min(height) as f32;
@@ -200,7 +202,8 @@ impl Scene {
         ids.clear();
         ids.resize(w * h, 0);
         truth.clear();
-        let mut painted = vec![0u32; self.objects.len()];
+        // Per-object pixel counts; ids are u8, so at most 255 objects (the URI allows 32).
+        let mut painted = [0u32; 256];
 
         for (k, o) in self.objects.iter().enumerate() {
             let cx = bounce(o.x0, o.vx, t, o.half_w, self.width as f32 - o.half_w);
@@ -263,7 +266,7 @@ impl Scene {
             });
         }
 
-        let mut seen = vec![0u32; self.objects.len()];
+        let mut seen = [0u32; 256];
         for &id in ids.iter().filter(|&&id| id > 0) {
             seen[id as usize - 1] += 1;
         }

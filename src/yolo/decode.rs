@@ -48,7 +48,9 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder for `layout`.
     pub fn new(layout: Layout, options: DecodeOptions) -> Decoder {
-        Decoder { layout, options, candidates: Vec::new(), suppressed: Vec::new() }
+        // Room for every candidate up front, so no frame ever grows these buffers.
+        let n = layout.anchors();
+        Decoder { layout, options, candidates: Vec::with_capacity(n), suppressed: Vec::with_capacity(n) }
     }
 
     /// The layout this decoder reads.

@@ -1,0 +1,159 @@
+//! An optional Prometheus text endpoint (`[metrics] listen`), off by default.
+//!
+//! A small blocking HTTP/1.0 responder on its own thread: `GET /metrics`
+//! returns the text rendered by the publisher at its last update; anything
+//! else is a 404. It binds to loopback unless the config explicitly allows
+//! another address.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::protocol::FrameCounters;
+use crate::stats::{LatencyStats, STAGES};
+
+/// The running endpoint.
+pub struct MetricsServer {
+    text: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    addr: std::net::SocketAddr,
+}
+
+fn serve(mut stream: TcpStream, text: &Mutex<String>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 1024];
+    let n = stream.read(&mut buf).unwrap_or(0);
+    let request = String::from_utf8_lossy(&buf[..n]);
+    let path = request.split_whitespace().nth(1).unwrap_or("");
+    let (status, body) =
+        if request.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
+            ("200 OK", text.lock().map(|t| t.clone()).unwrap_or_default())
+        } else {
+            ("404 Not Found", "try GET /metrics\n".to_string())
+        };
+    let _ = write!(
+        stream,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+impl MetricsServer {
+    /// Listens on `addr` (already validated by the config).
+    pub fn start(addr: &str) -> Result<MetricsServer, String> {
+        let listener =
+            TcpListener::bind(addr).map_err(|e| format!("[metrics] listen = {addr}: cannot listen: {e}"))?;
+        let local = listener.local_addr().map_err(|e| format!("[metrics] listen = {addr}: {e}"))?;
+        listener.set_nonblocking(true).map_err(|e| format!("[metrics] listen = {addr}: {e}"))?;
+        let text = Arc::new(Mutex::new(String::from("# jetdetect: no statistics yet\n")));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, s) = (text.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = stream.set_nonblocking(false);
+                            serve(stream, &t);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(50))
+                        }
+                        Err(e) => {
+                            log::warn!("metrics: accept failed: {e}");
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+        log::info!("metrics on http://{local}/metrics");
+        Ok(MetricsServer { text, stop, thread: Some(thread), addr: local })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Replaces the text served.
+    pub fn update(&self, text: String) {
+        if let Ok(mut t) = self.text.lock() {
+            *t = text;
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Renders the Prometheus text format.
+pub fn render(totals: FrameCounters, fps: f64, clients: usize, interval: &LatencyStats) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(2048);
+    let _ = writeln!(s, "# HELP jetdetect_frames_total Frames by outcome since start.");
+    let _ = writeln!(s, "# TYPE jetdetect_frames_total counter");
+    for (kind, v) in [
+        ("captured", totals.captured),
+        ("processed", totals.processed),
+        ("dropped", totals.dropped),
+        ("published", totals.published),
+        ("error", totals.errors),
+    ] {
+        let _ = writeln!(s, "jetdetect_frames_total{{outcome=\"{kind}\"}} {v}");
+    }
+    let _ = writeln!(s, "# HELP jetdetect_fps Frames processed per second over the last interval.");
+    let _ = writeln!(s, "# TYPE jetdetect_fps gauge\njetdetect_fps {fps}");
+    let _ = writeln!(s, "# HELP jetdetect_clients Clients connected to the detections socket.");
+    let _ = writeln!(s, "# TYPE jetdetect_clients gauge\njetdetect_clients {clients}");
+    let _ = writeln!(s, "# HELP jetdetect_latency_seconds Per-stage latency over the last interval.");
+    let _ = writeln!(s, "# TYPE jetdetect_latency_seconds summary");
+    for (i, stage) in STAGES.iter().enumerate() {
+        let p = interval.percentiles(i);
+        for (q, v) in [("0.5", p.p50), ("0.9", p.p90), ("0.99", p.p99), ("1", p.max)] {
+            let _ =
+                writeln!(s, "jetdetect_latency_seconds{{stage=\"{stage}\",quantile=\"{q}\"}} {}", v / 1e3);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_metrics_and_404s_the_rest() {
+        let m = MetricsServer::start("127.0.0.1:0").unwrap();
+        let mut stats = LatencyStats::new();
+        stats.record([1000, 2000, 3000, 100, 50, 6150]);
+        m.update(render(FrameCounters { captured: 5, ..Default::default() }, 29.5, 2, &stats));
+        let get = |path: &str| {
+            let mut c = TcpStream::connect(m.local_addr()).unwrap();
+            write!(c, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            out
+        };
+        let body = get("/metrics");
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        assert!(body.contains("jetdetect_frames_total{outcome=\"captured\"} 5"), "{body}");
+        assert!(
+            body.contains("jetdetect_latency_seconds{stage=\"inference\",quantile=\"0.5\"} 0.003"),
+            "{body}"
+        );
+        assert!(get("/").starts_with("HTTP/1.0 404"));
+    }
+}

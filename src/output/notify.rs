@@ -1,0 +1,71 @@
+//! The systemd notify protocol (`sd_notify`), without libsystemd.
+//!
+//! When systemd starts a `Type=notify` service it sets `NOTIFY_SOCKET` to a
+//! datagram socket (a path, or `@name` in the abstract namespace). We send
+//! `READY=1` once the model is loaded and warmed up, `WATCHDOG=1` from the
+//! pipeline's heartbeat, `STATUS=...` lines, and `STOPPING=1` on shutdown.
+//! Without `NOTIFY_SOCKET` every call is a no-op.
+
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+/// A connection to systemd's notify socket, if there is one.
+pub struct Notifier {
+    socket: Option<(UnixDatagram, String)>,
+    watchdog: Option<Duration>,
+}
+
+impl Notifier {
+    /// Reads `NOTIFY_SOCKET` and `WATCHDOG_USEC` from the environment.
+    pub fn from_env() -> Notifier {
+        let path = std::env::var("NOTIFY_SOCKET").ok().filter(|p| !p.is_empty());
+        let socket = path.and_then(|p| match UnixDatagram::unbound() {
+            Ok(s) => Some((s, p)),
+            Err(e) => {
+                log::warn!("NOTIFY_SOCKET is set but no datagram socket could be made: {e}");
+                None
+            }
+        });
+        let watchdog = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&us| us > 0)
+            .map(Duration::from_micros);
+        Notifier { socket, watchdog }
+    }
+
+    /// True when systemd is listening.
+    pub fn enabled(&self) -> bool {
+        self.socket.is_some()
+    }
+
+    /// The watchdog period systemd asked for, if any.
+    pub fn watchdog_period(&self) -> Option<Duration> {
+        self.watchdog
+    }
+
+    /// Sends one notify message (e.g. `READY=1`); failures are logged once per call.
+    pub fn send(&self, message: &str) {
+        let Some((sock, path)) = &self.socket else { return };
+        let result = if let Some(name) = path.strip_prefix('@') {
+            send_abstract(sock, name, message.as_bytes())
+        } else {
+            sock.send_to(message.as_bytes(), path).map(|_| ())
+        };
+        if let Err(e) = result {
+            log::warn!("systemd notify '{}' to {path} failed: {e}", message.lines().next().unwrap_or(""));
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn send_abstract(sock: &UnixDatagram, name: &str, msg: &[u8]) -> std::io::Result<()> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    sock.send_to_addr(msg, &addr).map(|_| ())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn send_abstract(_: &UnixDatagram, _: &str, _: &[u8]) -> std::io::Result<()> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "abstract sockets need Linux"))
+}

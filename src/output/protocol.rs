@@ -1,0 +1,328 @@
+//! The messages on the detections socket (`docs/protocol.md`, schema 1).
+//!
+//! Every message is one JSON object on one line with `"type"` and
+//! `"schema"`. Messages are serialised into a reused buffer: publishing a
+//! frame allocates nothing once the buffer has grown to the largest message.
+
+use std::time::Instant;
+
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
+
+use crate::clock::{mono_ns, ms_between};
+use crate::detector::StageTimes;
+use crate::frame::GroundTruth;
+use crate::stats::{LatencyStats, Percentiles, STAGES};
+use crate::yolo::{ClassNames, Detection};
+
+/// Version of the message layout; bumped when a field changes meaning or goes away.
+pub const SCHEMA: u32 = 1;
+
+/// What inference hands to the publisher for one frame. Reused between frames.
+#[derive(Clone, Debug)]
+pub struct FrameReport {
+    /// The frame's sequence number at the source.
+    pub seq: u64,
+    /// Source frame width.
+    pub width: u32,
+    /// Source frame height.
+    pub height: u32,
+    /// When the frame was captured.
+    pub captured: Instant,
+    /// Wall-clock capture time, ns since the Unix epoch.
+    pub captured_wall_ns: u128,
+    /// When inference took the frame.
+    pub infer_start: Instant,
+    /// When decoding finished.
+    pub infer_end: Instant,
+    /// Time per inference stage.
+    pub times: StageTimes,
+    /// Detections in source pixels.
+    pub detections: Vec<Detection>,
+    /// Ground truth, when the source knows it.
+    pub truth: Vec<GroundTruth>,
+}
+
+impl FrameReport {
+    /// An empty report, to be filled.
+    pub fn new() -> FrameReport {
+        let now = Instant::now();
+        FrameReport {
+            seq: 0,
+            width: 0,
+            height: 0,
+            captured: now,
+            captured_wall_ns: 0,
+            infer_start: now,
+            infer_end: now,
+            times: StageTimes::default(),
+            detections: Vec::with_capacity(128),
+            truth: Vec::new(),
+        }
+    }
+
+    /// Microseconds per stage in [`STAGES`] order, given the publish time.
+    pub fn stage_us(&self, published: Instant) -> [u64; 6] {
+        let us = |d: std::time::Duration| d.as_micros() as u64;
+        [
+            us(self.infer_start.saturating_duration_since(self.captured)),
+            us(self.times.preprocess),
+            us(self.times.inference),
+            us(self.times.decode),
+            us(published.saturating_duration_since(self.infer_end)),
+            us(published.saturating_duration_since(self.captured)),
+        ]
+    }
+}
+
+impl Default for FrameReport {
+    fn default() -> Self {
+        FrameReport::new()
+    }
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+struct Detections<'a> {
+    list: &'a [Detection],
+    names: &'a ClassNames,
+}
+
+impl Serialize for Detections<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct One<'a> {
+            class_id: usize,
+            class: &'a str,
+            score: f32,
+            x1: f32,
+            y1: f32,
+            x2: f32,
+            y2: f32,
+        }
+        let mut seq = s.serialize_seq(Some(self.list.len()))?;
+        for d in self.list {
+            let name = self.names.name(d.class_id);
+            seq.serialize_element(&One {
+                class_id: d.class_id,
+                class: &name,
+                score: d.score,
+                x1: d.x1,
+                y1: d.y1,
+                x2: d.x2,
+                y2: d.y2,
+            })?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Latency {
+    queue: f64,
+    preprocess: f64,
+    inference: f64,
+    decode: f64,
+    publish: f64,
+    end_to_end: f64,
+}
+
+#[derive(Serialize)]
+struct DetectionsMessage<'a> {
+    r#type: &'static str,
+    schema: u32,
+    seq: u64,
+    width: u32,
+    height: u32,
+    capture_mono_ns: u64,
+    capture_wall_ns: u64,
+    publish_mono_ns: u64,
+    frame_age_ms: f64,
+    latency_ms: Latency,
+    dropped: u64,
+    detections: Detections<'a>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    truth: &'a [GroundTruth],
+}
+
+/// Appends the `detections` message for `r`, published at `published`, and a newline.
+pub fn write_detections(
+    out: &mut Vec<u8>,
+    r: &FrameReport,
+    names: &ClassNames,
+    published: Instant,
+    dropped: u64,
+) {
+    let ms = |a: Instant, b: Instant| round3(ms_between(a, b));
+    let d = |v: std::time::Duration| round3(v.as_secs_f64() * 1e3);
+    let msg = DetectionsMessage {
+        r#type: "detections",
+        schema: SCHEMA,
+        seq: r.seq,
+        width: r.width,
+        height: r.height,
+        capture_mono_ns: mono_ns(r.captured),
+        capture_wall_ns: r.captured_wall_ns as u64,
+        publish_mono_ns: mono_ns(published),
+        frame_age_ms: ms(r.captured, r.infer_start),
+        latency_ms: Latency {
+            queue: ms(r.captured, r.infer_start),
+            preprocess: d(r.times.preprocess),
+            inference: d(r.times.inference),
+            decode: d(r.times.decode),
+            publish: ms(r.infer_end, published),
+            end_to_end: ms(r.captured, published),
+        },
+        dropped,
+        detections: Detections { list: &r.detections, names },
+        truth: &r.truth,
+    };
+    // Serialising plain structs into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &msg);
+    out.push(b'\n');
+}
+
+/// Sent to each client when it connects.
+#[derive(Clone, Debug, Serialize)]
+pub struct Hello {
+    /// Always `hello`.
+    pub r#type: &'static str,
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// jetdetect's version.
+    pub version: &'static str,
+    /// The source, as opened.
+    pub source: String,
+    /// The engine and model.
+    pub engine: String,
+    /// Model input `[width, height]`.
+    pub input: [u32; 2],
+    /// Class names by id.
+    pub classes: Vec<String>,
+}
+
+/// Counters for a `stats` message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct FrameCounters {
+    /// Frames the source delivered.
+    pub captured: u64,
+    /// Frames inference processed.
+    pub processed: u64,
+    /// Frames displaced by a newer one before inference took them.
+    pub dropped: u64,
+    /// Frame messages published.
+    pub published: u64,
+    /// Frames that failed in preprocessing, inference or decoding.
+    pub errors: u64,
+}
+
+#[derive(Serialize)]
+struct StatsMessage<'a> {
+    r#type: &'static str,
+    schema: u32,
+    uptime_s: f64,
+    interval_s: f64,
+    frames: FrameCounters,
+    fps: Fps,
+    clients: usize,
+    latency_ms: LatencyTable<'a>,
+}
+
+#[derive(Serialize)]
+struct Fps {
+    capture: f64,
+    processed: f64,
+}
+
+struct LatencyTable<'a>(&'a LatencyStats);
+
+impl Serialize for LatencyTable<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(STAGES.len()))?;
+        for (i, name) in STAGES.iter().enumerate() {
+            let p: Percentiles = self.0.percentiles(i);
+            m.serialize_entry(name, &p)?;
+        }
+        m.end()
+    }
+}
+
+/// Appends a `stats` message: counters since start, rates and percentiles over
+/// the interval (`interval` histograms), and a newline.
+#[allow(clippy::too_many_arguments)]
+pub fn write_stats(
+    out: &mut Vec<u8>,
+    uptime_s: f64,
+    interval_s: f64,
+    totals: FrameCounters,
+    interval_counts: FrameCounters,
+    clients: usize,
+    interval: &LatencyStats,
+) {
+    let rate = |n: u64| if interval_s > 0.0 { round3(n as f64 / interval_s) } else { 0.0 };
+    let msg = StatsMessage {
+        r#type: "stats",
+        schema: SCHEMA,
+        uptime_s: round3(uptime_s),
+        interval_s: round3(interval_s),
+        frames: totals,
+        fps: Fps { capture: rate(interval_counts.captured), processed: rate(interval_counts.processed) },
+        clients,
+        latency_ms: LatencyTable(interval),
+    };
+    let _ = serde_json::to_writer(&mut *out, &msg);
+    out.push(b'\n');
+}
+
+/// Appends a `bye` message (the daemon is stopping) and a newline.
+pub fn write_bye(out: &mut Vec<u8>, reason: &str) {
+    let _ = serde_json::to_writer(
+        &mut *out,
+        &serde_json::json!({"type": "bye", "schema": SCHEMA, "reason": reason}),
+    );
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_detections_message_has_every_documented_field() {
+        let mut r = FrameReport::new();
+        r.seq = 42;
+        r.width = 640;
+        r.height = 480;
+        r.infer_start = r.captured + Duration::from_millis(3);
+        r.infer_end = r.infer_start + Duration::from_millis(20);
+        r.times = StageTimes {
+            preprocess: Duration::from_millis(2),
+            inference: Duration::from_millis(17),
+            decode: Duration::from_millis(1),
+        };
+        r.detections.push(Detection { class_id: 2, score: 0.5, x1: 1.0, y1: 2.0, x2: 3.0, y2: 4.0 });
+        let names = ClassNames::from_metadata("{0: 'box', 1: 'ball', 2: 'cone'}").unwrap();
+        let mut out = Vec::new();
+        write_detections(&mut out, &r, &names, r.infer_end + Duration::from_millis(1), 7);
+        assert_eq!(out.last(), Some(&b'\n'));
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["type"], "detections");
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["seq"], 42);
+        assert_eq!(v["frame_age_ms"], 3.0);
+        assert_eq!(v["latency_ms"]["end_to_end"], 24.0);
+        assert_eq!(v["latency_ms"]["publish"], 1.0);
+        assert_eq!(v["dropped"], 7);
+        assert_eq!(v["detections"][0]["class"], "cone");
+        assert!(v.get("truth").is_none(), "no ground truth, no field");
+        assert_eq!(
+            v["publish_mono_ns"].as_u64().unwrap() - v["capture_mono_ns"].as_u64().unwrap(),
+            24_000_000
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! The UNIX socket that clients read detections from.
+//!
+//! SOCK_STREAM, one JSON object per line (`docs/protocol.md`). The server is
+//! driven by the publisher thread and never blocks it: clients are
+//! non-blocking, each has a bounded buffer of unsent bytes, and a client that
+//! stops reading is dropped (and logged) when its buffer would overflow, so it
+//! can neither slow the pipeline nor grow memory. Any number of clients may
+//! connect and leave at any time.
+
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Why the socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SocketError(pub String);
+
+struct Client {
+    id: u64,
+    stream: UnixStream,
+    pending: Vec<u8>,
+    sent: usize,
+    since: Instant,
+}
+
+impl Client {
+    fn unsent(&self) -> usize {
+        self.pending.len() - self.sent
+    }
+
+    /// Writes as much as the kernel takes. `Err` means the client is gone.
+    fn flush(&mut self) -> std::io::Result<()> {
+        while self.sent < self.pending.len() {
+            match self.stream.write(&self.pending[self.sent..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.sent == self.pending.len() {
+            self.pending.clear();
+            self.sent = 0;
+        } else if self.sent > self.pending.len() / 2 {
+            self.pending.drain(..self.sent);
+            self.sent = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the socket's life, for statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketCounters {
+    /// Clients accepted.
+    pub accepted: u64,
+    /// Clients that left or failed.
+    pub left: u64,
+    /// Clients dropped because they stopped reading.
+    pub dropped_slow: u64,
+}
+
+/// The listening socket and its clients.
+pub struct SocketServer {
+    listener: UnixListener,
+    path: PathBuf,
+    clients: Vec<Client>,
+    max_unsent: usize,
+    next_id: u64,
+    counters: SocketCounters,
+}
+
+/// Resolves a group name (or numeric id) to a gid.
+fn group_id(name: &str) -> Result<u32, String> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(format!("group '{name}' does not exist (create it or fix [output] socket_group)")),
+        Err(e) => Err(format!("cannot look up group '{name}': {e}")),
+    }
+}
+
+fn set_send_buffer(stream: &UnixStream, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: a valid socket fd and a pointer to a c_int of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        log::debug!("SO_SNDBUF: {}", std::io::Error::last_os_error());
+    }
+}
+
+impl SocketServer {
+    /// Creates the socket at `path` with mode 0660 (and `group`, if given).
+    ///
+    /// A socket file left by a crash is replaced only when nothing listens on
+    /// it; a live one is an error, as is a path that is not a socket.
+    pub fn bind(path: &Path, group: Option<&str>, max_unsent: usize) -> Result<SocketServer, SocketError> {
+        let err = |m: String| SocketError(format!("{}: {m}", path.display()));
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_socket() => match UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(err(
+                        "another process is listening on this socket (is jetdetect already running?): \
+                         stop it or set another [output] socket"
+                            .into(),
+                    ))
+                }
+                Err(_) => {
+                    log::warn!("{}: removing a stale socket left by an earlier run", path.display());
+                    std::fs::remove_file(path)
+                        .map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
+                }
+            },
+            Ok(_) => {
+                return Err(
+                    err("exists and is not a socket: remove it or set another [output] socket".into()),
+                )
+            }
+            Err(_) => {}
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("cannot create the folder {}: {e}", dir.display())))?;
+        }
+        let gid = group.map(group_id).transpose().map_err(err)?;
+        let listener = UnixListener::bind(path).map_err(|e| err(format!("cannot listen: {e}")))?;
+        let server = SocketServer {
+            listener,
+            path: path.to_path_buf(),
+            clients: Vec::new(),
+            max_unsent,
+            next_id: 1,
+            counters: SocketCounters::default(),
+        };
+        // From here on, dropping `server` removes the file.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+            .map_err(|e| err(format!("cannot set mode 0660: {e}")))?;
+        if let Some(gid) = gid {
+            nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)))
+                .map_err(|e| err(format!("cannot give the socket to group {}: {e}", group.unwrap_or(""))))?;
+        }
+        server.listener.set_nonblocking(true).map_err(|e| err(format!("cannot set non-blocking: {e}")))?;
+        Ok(server)
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Connected clients.
+    pub fn clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Lifetime counters.
+    pub fn counters(&self) -> SocketCounters {
+        self.counters
+    }
+
+    /// Accepts every waiting client and queues `hello` for each.
+    pub fn accept(&mut self, hello: &[u8]) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if let Err(e) = stream.set_nonblocking(true) {
+                        log::warn!("client rejected: cannot set non-blocking: {e}");
+                        continue;
+                    }
+                    // Keep the kernel's share of a slow client's backlog as bounded as ours,
+                    // so a client that stops reading is noticed in seconds, not minutes.
+                    set_send_buffer(&stream, self.max_unsent);
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.counters.accepted += 1;
+                    log::info!("client {id} connected ({} now)", self.clients.len() + 1);
+                    let mut c = Client {
+                        id,
+                        stream,
+                        pending: Vec::with_capacity(hello.len()),
+                        sent: 0,
+                        since: Instant::now(),
+                    };
+                    c.pending.extend_from_slice(hello);
+                    self.clients.push(c);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log::warn!("{}: accept failed: {e}", self.path.display());
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Queues `line` for every client and writes what the kernel takes. A
+    /// client whose unsent bytes would exceed the limit is dropped.
+    pub fn broadcast(&mut self, line: &[u8]) {
+        let limit = self.max_unsent;
+        let mut slow = 0;
+        self.clients.retain_mut(|c| {
+            if c.unsent() + line.len() > limit {
+                log::warn!(
+                    "client {} stopped reading ({} KiB unsent after {:.1} s): dropped",
+                    c.id,
+                    c.unsent() / 1024,
+                    c.since.elapsed().as_secs_f64()
+                );
+                slow += 1;
+                return false;
+            }
+            c.pending.extend_from_slice(line);
+            true
+        });
+        self.counters.dropped_slow += slow;
+        self.counters.left += slow;
+        self.flush();
+    }
+
+    /// Writes pending bytes to every client; clients that have gone are removed.
+    pub fn flush(&mut self) {
+        let mut left = 0;
+        self.clients.retain_mut(|c| match c.flush() {
+            Ok(()) => true,
+            Err(e) => {
+                log::info!("client {} left ({e})", c.id);
+                left += 1;
+                false
+            }
+        });
+        self.counters.left += left;
+    }
+
+    /// Sends `bye` to every client (best effort, without blocking), then
+    /// closes them and removes the socket file.
+    pub fn close(mut self, bye: &[u8]) {
+        self.broadcast(bye);
+        self.clients.clear();
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            if e.kind() != ErrorKind::NotFound {
+                log::warn!("{}: cannot remove the socket: {e}", self.path.display());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("jd-sock-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d.join("sub").join("s.sock")
+    }
+
+    #[test]
+    fn clients_receive_lines_and_the_file_is_0660_and_removed() {
+        let p = tmp("basic");
+        let mut s = SocketServer::bind(&p, None, 1 << 16).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        let c = UnixStream::connect(&p).unwrap();
+        s.accept(b"hello\n");
+        s.broadcast(b"one\n");
+        let mut r = BufReader::new(c);
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert_eq!(line, "hello\n");
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        assert_eq!(line, "one\n");
+        s.close(b"bye\n");
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn a_client_that_never_reads_is_dropped_and_others_keep_receiving() {
+        let p = tmp("slow");
+        let mut s = SocketServer::bind(&p, None, 64 * 1024).unwrap();
+        let _stalled = UnixStream::connect(&p).unwrap();
+        let reader = UnixStream::connect(&p).unwrap();
+        reader.set_nonblocking(true).unwrap();
+        s.accept(b"");
+        let line = vec![b'x'; 1023].into_iter().chain([b'\n']).collect::<Vec<u8>>();
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        for _ in 0..2000 {
+            s.broadcast(&line);
+            loop {
+                match std::io::Read::read(&mut &reader, &mut buf) {
+                    Ok(n) if n > 0 => got += n,
+                    _ => break,
+                }
+            }
+        }
+        assert_eq!(s.clients(), 1, "the stalled client was dropped");
+        assert_eq!(s.counters().dropped_slow, 1);
+        assert!(got >= 1900 * 1024, "the reading client kept receiving: {got}");
+    }
+
+    #[test]
+    fn stale_sockets_are_replaced_but_live_ones_and_files_are_not() {
+        let p = tmp("stale");
+        let first = SocketServer::bind(&p, None, 1024).unwrap();
+        let e = SocketServer::bind(&p, None, 1024).err().unwrap().to_string();
+        assert!(e.contains("another process is listening"), "{e}");
+        drop(first);
+        assert!(!p.exists(), "removed on drop");
+        // A crash leaves the file behind with nothing listening.
+        drop(UnixListener::bind(&p).unwrap());
+        assert!(p.exists());
+        let second = SocketServer::bind(&p, None, 1024);
+        assert!(second.is_ok(), "a stale socket is replaced");
+        drop(second);
+        std::fs::write(&p, "not a socket").unwrap();
+        let e = SocketServer::bind(&p, None, 1024).err().unwrap().to_string();
+        assert!(e.contains("is not a socket"), "{e}");
+        let e = SocketServer::bind(&tmp("grp"), Some("no-such-group-jd"), 1024).err().unwrap().to_string();
+        assert!(e.contains("group 'no-such-group-jd' does not exist"), "{e}");
+    }
+}

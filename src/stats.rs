@@ -1,0 +1,114 @@
+//! Latency statistics: HDR histograms per pipeline stage and end to end.
+//!
+//! Values are recorded in microseconds (1 us to 60 s, 3 significant digits):
+//! recording never allocates, so it is safe on the per-frame path.
+
+use hdrhistogram::Histogram;
+
+/// The stages measured per frame, in pipeline order.
+pub const STAGES: [&str; 6] = ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"];
+
+/// Percentiles of one stage, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// One histogram per stage.
+pub struct LatencyStats {
+    hists: Vec<Histogram<u64>>,
+}
+
+impl Default for LatencyStats {
+    fn default() -> Self {
+        LatencyStats::new()
+    }
+}
+
+impl LatencyStats {
+    /// Empty histograms for every stage in [`STAGES`].
+    pub fn new() -> LatencyStats {
+        let hists = STAGES
+            .iter()
+            .map(|_| Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds"))
+            .collect();
+        LatencyStats { hists }
+    }
+
+    /// Records one frame: microseconds per stage, in [`STAGES`] order.
+    pub fn record(&mut self, us: [u64; 6]) {
+        for (h, v) in self.hists.iter_mut().zip(us) {
+            h.saturating_record(v.max(1));
+        }
+    }
+
+    /// Frames recorded.
+    pub fn count(&self) -> u64 {
+        self.hists[0].len()
+    }
+
+    /// Percentiles of stage `index` (see [`STAGES`]) in milliseconds.
+    pub fn percentiles(&self, index: usize) -> Percentiles {
+        let h = &self.hists[index];
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let ms = |us: u64| (us as f64 / 1000.0 * 1000.0).round() / 1000.0;
+        Percentiles {
+            p50: ms(h.value_at_quantile(0.5)),
+            p90: ms(h.value_at_quantile(0.9)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+            mean: (h.mean() / 1000.0 * 1000.0).round() / 1000.0,
+        }
+    }
+
+    /// Adds another set of histograms into this one.
+    pub fn merge(&mut self, other: &LatencyStats) {
+        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
+            // Same bounds on both sides: adding cannot fail.
+            let _ = a.add(b);
+        }
+    }
+
+    /// Forgets everything recorded (keeps the memory).
+    pub fn reset(&mut self) {
+        for h in &mut self.hists {
+            h.reset();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut s = LatencyStats::new();
+        for i in 1..=1000u64 {
+            s.record([i * 10, 0, 0, 0, 0, i * 1000]);
+        }
+        assert_eq!(s.count(), 1000);
+        let e2e = s.percentiles(5);
+        assert!((e2e.p50 - 500.0).abs() < 1.0, "{e2e:?}");
+        assert!((e2e.p90 - 900.0).abs() < 1.0, "{e2e:?}");
+        assert!((e2e.p99 - 990.0).abs() < 1.0, "{e2e:?}");
+        assert!((e2e.max - 1000.0).abs() < 1.0, "{e2e:?}");
+        let mut t = LatencyStats::new();
+        t.merge(&s);
+        assert_eq!(t.count(), 1000);
+        s.reset();
+        assert_eq!(s.count(), 0);
+        assert_eq!(s.percentiles(0), Percentiles::default());
+    }
+}
