@@ -33,6 +33,10 @@ pub struct Config {
     pub preprocess: PreprocessConfig,
     /// `[detect]`: decoding thresholds.
     pub detect: DetectConfig,
+    /// `[output]`: the UNIX socket clients read detections from.
+    pub output: OutputConfig,
+    /// `[metrics]`: the optional Prometheus endpoint.
+    pub metrics: MetricsConfig,
 }
 
 /// `[source]`
@@ -124,6 +128,44 @@ impl Default for DetectConfig {
     }
 }
 
+/// Where the daemon's socket goes by default (systemd's `RuntimeDirectory=jetdetect`).
+pub const DEFAULT_SOCKET: &str = "/run/jetdetect/detections.sock";
+
+/// `[output]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Path of the UNIX socket (created with mode 0660).
+    pub socket: PathBuf,
+    /// Group to give the socket to (name or id); empty: the daemon's own group.
+    pub socket_group: String,
+    /// Unsent bytes a client may fall behind by before it is dropped, in KiB (16..=65536).
+    pub client_buffer_kib: usize,
+    /// Seconds between `stats` messages and log lines (1..=3600).
+    pub stats_interval_s: u64,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            socket_group: String::new(),
+            client_buffer_kib: 256,
+            stats_interval_s: 5,
+        }
+    }
+}
+
+/// `[metrics]`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `address:port` for the Prometheus text endpoint; empty (the default) disables it.
+    pub listen: String,
+    /// Allow `listen` on an address other than loopback (it is refused otherwise).
+    pub allow_remote: bool,
+}
+
 /// A configuration problem, located as precisely as the file allows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError {
@@ -201,6 +243,7 @@ impl Config {
         }
         self.model.path = join(base, &self.model.path);
         self.model.names = self.model.names.as_deref().map(|p| join(base, p));
+        self.output.socket = join(base, &self.output.socket);
         // A relative file:// location is relative to the config file too.
         if let Some(rest) = self.source.uri.strip_prefix("file://") {
             if !rest.starts_with('/') {
@@ -260,6 +303,51 @@ impl Config {
                 "device",
                 format!("'{}' is not available in this build: use \"cpu\"", self.preprocess.device),
             ));
+        }
+        let o = &self.output;
+        if o.socket.as_os_str().is_empty() {
+            return Err(err(
+                "output",
+                "socket",
+                "must not be empty: give the path of the UNIX socket".into(),
+            ));
+        }
+        if o.socket.as_os_str().len() > 107 {
+            return Err(err(
+                "output",
+                "socket",
+                format!("'{}' is longer than a UNIX socket path may be (107 bytes)", o.socket.display()),
+            ));
+        }
+        if !(16..=65_536).contains(&o.client_buffer_kib) {
+            return Err(err(
+                "output",
+                "client_buffer_kib",
+                format!("{} is out of range: allowed 16 to 65536", o.client_buffer_kib),
+            ));
+        }
+        if !(1..=3600).contains(&o.stats_interval_s) {
+            return Err(err(
+                "output",
+                "stats_interval_s",
+                format!("{} is out of range: allowed 1 to 3600", o.stats_interval_s),
+            ));
+        }
+        if !self.metrics.listen.is_empty() {
+            let addr: std::net::SocketAddr = self.metrics.listen.parse().map_err(|_| {
+                err(
+                    "metrics",
+                    "listen",
+                    format!("'{}' is not an address:port such as 127.0.0.1:9464", self.metrics.listen),
+                )
+            })?;
+            if !addr.ip().is_loopback() && !self.metrics.allow_remote {
+                return Err(err(
+                    "metrics",
+                    "listen",
+                    format!("{addr} is not a loopback address: set [metrics] allow_remote = true to expose metrics on the network"),
+                ));
+            }
         }
         let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m))?;
         if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
@@ -346,15 +434,28 @@ mod tests {
     }
 
     #[test]
+    fn metrics_stay_on_loopback_unless_allowed() {
+        assert!(parse("[metrics]\nlisten = '127.0.0.1:9464'\n").is_ok());
+        let e = parse("[metrics]\nlisten = '0.0.0.0:9464'\n").unwrap_err();
+        assert!(e.message.contains("allow_remote = true"), "{e}");
+        assert!(parse("[metrics]\nlisten = '0.0.0.0:9464'\nallow_remote = true\n").is_ok());
+        let e = parse("[metrics]\nlisten = 'localhost'\n").unwrap_err();
+        assert!(e.message.contains("address:port"), "{e}");
+        let e = parse("[output]\nclient_buffer_kib = 1\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
     fn relative_paths_follow_the_config_file() {
         let c = Config::parse(
-            "[model]\npath = '../models/m.onnx'\nnames = 'n.names'\n[source]\nuri = 'file://clips/a.yuv?width=2&height=2&format=grey'\n",
+            "[model]\npath = '../models/m.onnx'\nnames = 'n.names'\n[source]\nuri = 'file://clips/a.yuv?width=2&height=2&format=grey'\n[output]\nsocket = 'd.sock'\n",
             Path::new("/opt/jd/configs/x.toml"),
         )
         .unwrap();
         assert_eq!(c.model.path, PathBuf::from("/opt/jd/configs/../models/m.onnx"));
         assert_eq!(c.model.names, Some(PathBuf::from("/opt/jd/configs/n.names")));
         assert_eq!(c.source.uri, "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey");
+        assert_eq!(c.output.socket, PathBuf::from("/opt/jd/configs/d.sock"));
     }
 
     #[test]

@@ -12,6 +12,8 @@
 
 #![warn(missing_docs)]
 
+pub mod client;
+pub mod clock;
 pub mod config;
 pub mod dataset;
 pub mod detector;
@@ -19,8 +21,11 @@ pub mod engine;
 pub mod error;
 pub mod eval;
 pub mod frame;
+pub mod output;
+pub mod pipeline;
 pub mod preprocess;
 pub mod source;
+pub mod stats;
 pub mod yolo;
 
 pub use error::{Error, Result};

@@ -7,10 +7,15 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use jetdetect::client;
 use jetdetect::config::Config;
 use jetdetect::detector::Detector;
 use jetdetect::eval::{match_frame, Counts};
 use jetdetect::frame::Frame;
+use jetdetect::pipeline::{self, RunOptions};
 use jetdetect::source::{self, file::load_image, file::IMAGE_EXTENSIONS};
 use jetdetect::yolo::LayoutHint;
 use jetdetect::Error;
@@ -28,6 +33,36 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon: capture, detect and publish on the UNIX socket until stopped.
+    Run {
+        /// The TOML config file.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Use this source instead of [source] uri.
+        #[arg(long)]
+        source: Option<String>,
+        /// Use this socket path instead of [output] socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Also print each frame's detections on stdout, as `watch` does.
+        #[arg(long)]
+        echo: bool,
+    },
+    /// Connect to a running daemon and print what it publishes.
+    Watch {
+        /// Socket path (default: [output] socket of --config, else /run/jetdetect/detections.sock).
+        #[arg(long, short)]
+        socket: Option<PathBuf>,
+        /// Config file to take the socket path from.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Print the raw JSON lines instead of a human summary.
+        #[arg(long)]
+        json: bool,
+        /// Exit after this many detections messages.
+        #[arg(long)]
+        count: Option<u64>,
+    },
     /// Validate a config file and print the resolved configuration.
     Check {
         /// The TOML config file.
@@ -312,8 +347,93 @@ fn cmd_record(uri: &str, frames: u64, out: &Path) -> Result<bool, Error> {
     }
 }
 
+fn cmd_run(
+    config: &Path,
+    source: Option<String>,
+    socket: Option<PathBuf>,
+    echo: bool,
+) -> Result<bool, Error> {
+    let mut cfg = Config::load(config)?;
+    if let Some(s) = source {
+        cfg.source.uri = s;
+    }
+    if let Some(s) = socket {
+        cfg.output.socket = s;
+    }
+    let text = std::fs::read_to_string(config).unwrap_or_default();
+    cfg.validate(&text, config)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // A second signal while stopping exits at once.
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .map_err(|e| Error::Other(format!("cannot install signal handlers: {e}")))?;
+    }
+    let mut options = RunOptions::default();
+    if echo {
+        options.on_message = Some(Box::new(|line: &[u8]| {
+            if let Some(text) = serde_json::from_slice(line).ok().as_ref().and_then(client::format_human) {
+                println!("{text}");
+            }
+        }));
+    }
+    pipeline::run(&cfg, options, stop)?;
+    Ok(true)
+}
+
+fn cmd_watch(
+    socket: Option<PathBuf>,
+    config: Option<PathBuf>,
+    json: bool,
+    count: Option<u64>,
+) -> Result<bool, Error> {
+    let path = match (socket, config) {
+        (Some(s), _) => s,
+        (None, Some(c)) => Config::load(&c)?.output.socket,
+        (None, None) => PathBuf::from(jetdetect::config::DEFAULT_SOCKET),
+    };
+    let stream = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
+        Error::Other(format!(
+            "{}: cannot connect: {e} (is the daemon running? `systemctl status jetdetect`, or give --socket / --config)",
+            path.display()
+        ))
+    })?;
+    let mut seen = 0u64;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stream)) {
+        let line = line.map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+        let msg: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("jetdetect: {}: unreadable message ({e}): {line}", path.display());
+                continue;
+            }
+        };
+        let text = if json { Some(line.clone()) } else { client::format_human(&msg) };
+        if let Some(t) = text {
+            if writeln!(out, "{t}").is_err() {
+                return Ok(true); // stdout closed (e.g. piped into head)
+            }
+        }
+        if msg["type"] == "detections" {
+            seen += 1;
+            if count.is_some_and(|n| seen >= n) {
+                return Ok(true);
+            }
+        }
+        if msg["type"] == "bye" {
+            return Ok(true);
+        }
+    }
+    eprintln!("jetdetect: {}: the daemon closed the connection", path.display());
+    Ok(count.is_none())
+}
+
 fn run(cli: Cli) -> Result<bool, Error> {
     match cli.command {
+        Command::Run { config, source, socket, echo } => cmd_run(&config, source, socket, echo),
+        Command::Watch { socket, config, json, count } => cmd_watch(socket, config, json, count),
         Command::Check { config } => {
             let c = Config::load(&config)?;
             let text = std::fs::read_to_string(&config).unwrap_or_default();
@@ -332,9 +452,22 @@ fn run(cli: Cli) -> Result<bool, Error> {
     }
 }
 
+fn init_logging(daemon: bool) {
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if daemon {
+        "info"
+    } else {
+        "warn"
+    }));
+    // Under systemd the journal stamps every line itself.
+    if std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some() {
+        b.format_timestamp(None);
+    }
+    b.init();
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
+    init_logging(matches!(cli.command, Command::Run { .. }));
     match run(cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -1,0 +1,345 @@
+//! The daemon's pipeline: capture, inference and publishing on their own threads.
+//!
+//! ```text
+//! capture thread ──put──► LatestSlot (1 frame, newest wins) ──take──► inference thread
+//!       ▲                                                              │ FrameReport
+//!       └──────────── frame buffers recycled ◄─────────────────────────┤ (bounded channel)
+//!                                                                      ▼
+//!                              publisher (calling thread): socket, stats, metrics, systemd
+//! ```
+//!
+//! Frames are never queued: when inference is slower than the source, older
+//! frames are dropped and counted. Frames and reports circulate through
+//! recycling, so the steady state allocates nothing per frame. The run ends
+//! on the stop flag (SIGTERM/SIGINT) or at the end of the source's stream;
+//! either way the current frame is finished, clients get a `bye`, the socket
+//! file is removed and the statistics are printed.
+
+pub mod slot;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::clock::mono_ns;
+use crate::config::Config;
+use crate::detector::Detector;
+use crate::error::{Error, Result};
+use crate::frame::Frame;
+use crate::output::metrics::{self, MetricsServer};
+use crate::output::notify::Notifier;
+use crate::output::protocol::{self, FrameCounters, FrameReport, Hello};
+use crate::output::socket::SocketServer;
+use crate::source::{self, FrameSource};
+use crate::stats::{LatencyStats, STAGES};
+use slot::{LatestSlot, Taken};
+
+/// A callback given every published `detections` line.
+pub type MessageHook = Box<dyn FnMut(&[u8]) + Send>;
+
+/// How a run is started, beyond the config file.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Called with every published `detections` line (e.g. to print it).
+    pub on_message: Option<MessageHook>,
+}
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// Frame counters.
+    pub frames: FrameCounters,
+    /// Why it stopped.
+    pub reason: String,
+    /// Seconds from ready to stop.
+    pub seconds: f64,
+}
+
+/// Counters shared by the threads.
+#[derive(Default)]
+struct Shared {
+    captured: AtomicU64,
+    processed: AtomicU64,
+    errors: AtomicU64,
+    /// `CLOCK_MONOTONIC` ns of inference's last sign of life.
+    heartbeat: AtomicU64,
+    source_ended: AtomicBool,
+}
+
+fn capture_loop(
+    mut src: Box<dyn FrameSource>,
+    slot: Arc<LatestSlot<Frame>>,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut frame = slot.spare().unwrap_or_else(Frame::empty);
+    while !stop.load(Ordering::Relaxed) {
+        match src.next_frame(&mut frame) {
+            Ok(true) => {
+                shared.captured.fetch_add(1, Ordering::Relaxed);
+                frame = slot.put(frame).unwrap_or_else(Frame::empty);
+            }
+            Ok(false) => {
+                log::info!("{}: end of stream", src.describe());
+                shared.source_ended.store(true, Ordering::Relaxed);
+                break;
+            }
+            Err(e) => {
+                log::error!("{}: {e}", src.describe());
+                shared.source_ended.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+    slot.close();
+}
+
+fn inference_loop(
+    mut detector: Detector,
+    slot: Arc<LatestSlot<Frame>>,
+    reports: SyncSender<FrameReport>,
+    recycled: Receiver<FrameReport>,
+    shared: Arc<Shared>,
+) {
+    let mut last_error_log: Option<Instant> = None;
+    loop {
+        shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
+        let frame = match slot.take(Duration::from_millis(200)) {
+            Taken::Item(f) => f,
+            Taken::Timeout => continue,
+            Taken::Closed => break,
+        };
+        let start = Instant::now();
+        match detector.detect(&frame) {
+            Ok(dets) => {
+                let mut r = recycled.try_recv().unwrap_or_default();
+                r.detections.clear();
+                r.detections.extend_from_slice(dets);
+                r.truth.clone_from(&frame.truth);
+                r.seq = frame.seq;
+                r.width = frame.width;
+                r.height = frame.height;
+                r.captured = frame.captured;
+                r.captured_wall_ns = frame.captured_wall_ns;
+                r.infer_start = start;
+                r.infer_end = Instant::now();
+                r.times = detector.times();
+                shared.processed.fetch_add(1, Ordering::Relaxed);
+                match reports.try_send(r) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => {
+                        log::warn!("publisher is behind: frame {} not published", frame.seq)
+                    }
+                    Err(TrySendError::Disconnected(_)) => break,
+                }
+            }
+            Err(e) => {
+                shared.errors.fetch_add(1, Ordering::Relaxed);
+                if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                    log::error!("frame {} ({}): {e}", frame.seq, frame.label);
+                    last_error_log = Some(Instant::now());
+                }
+            }
+        }
+        slot.recycle(frame);
+    }
+}
+
+/// Runs the daemon until `stop` is set or the source ends.
+pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> Result<RunSummary> {
+    let notifier = Notifier::from_env();
+    let src = source::open(&config.source.uri)?;
+    log::info!("source: {}", src.describe());
+    let mut detector = Detector::from_config(config)?;
+    let (iw, ih) = detector.engine().input_size();
+    log::info!(
+        "model: {}, {}, input {iw}x{ih}, {} classes ({})",
+        detector.engine().describe(),
+        detector.layout(),
+        detector.names().len(),
+        detector.names().origin
+    );
+    let warm = Instant::now();
+    detector.warm_up(3)?;
+    log::info!("warm-up: 3 runs in {:.0} ms", warm.elapsed().as_secs_f64() * 1e3);
+    let names = detector.names().clone();
+    let hello = Hello {
+        r#type: "hello",
+        schema: protocol::SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        source: src.describe(),
+        engine: detector.engine().describe(),
+        input: [iw, ih],
+        classes: (0..names.len()).map(|i| names.name(i).into_owned()).collect(),
+    };
+    let mut hello_line = serde_json::to_vec(&hello).map_err(|e| Error::Other(e.to_string()))?;
+    hello_line.push(b'\n');
+
+    let group = (!config.output.socket_group.is_empty()).then_some(config.output.socket_group.as_str());
+    let mut server = SocketServer::bind(&config.output.socket, group, config.output.client_buffer_kib * 1024)
+        .map_err(|e| Error::Other(format!("[output] socket: {e}")))?;
+    log::info!("publishing on {}", server.path().display());
+    let metrics = match config.metrics.listen.as_str() {
+        "" => None,
+        addr => Some(MetricsServer::start(addr).map_err(Error::Other)?),
+    };
+
+    let slot = Arc::new(LatestSlot::<Frame>::new());
+    let shared = Arc::new(Shared::default());
+    shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
+    let (report_tx, report_rx) = sync_channel::<FrameReport>(4);
+    let (recycle_tx, recycle_rx) = sync_channel::<FrameReport>(8);
+    let capture = {
+        let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("capture".into())
+            .spawn(move || capture_loop(src, slot, shared, stop))
+            .map_err(|e| Error::Other(format!("cannot start the capture thread: {e}")))?
+    };
+    let inference = {
+        let (slot, shared) = (slot.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("inference".into())
+            .spawn(move || inference_loop(detector, slot, report_tx, recycle_rx, shared))
+            .map_err(|e| Error::Other(format!("cannot start the inference thread: {e}")))?
+    };
+
+    notifier.send("READY=1\nSTATUS=running");
+    log::info!("ready");
+    let started = Instant::now();
+    let interval = Duration::from_secs(config.output.stats_interval_s);
+    let watchdog = notifier.watchdog_period().map(|p| p / 2);
+    let mut last_watchdog = Instant::now();
+    let mut last_stats = Instant::now();
+    let mut last_counts = FrameCounters::default();
+    let mut published = 0u64;
+    let (mut window, mut total) = (LatencyStats::new(), LatencyStats::new());
+    let mut line = Vec::with_capacity(64 * 1024);
+    let counters = |published: u64| FrameCounters {
+        captured: shared.captured.load(Ordering::Relaxed),
+        processed: shared.processed.load(Ordering::Relaxed),
+        dropped: slot.dropped(),
+        published,
+        errors: shared.errors.load(Ordering::Relaxed),
+    };
+    let mut stopping_sent = false;
+    loop {
+        match report_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(report) => {
+                let now = Instant::now();
+                line.clear();
+                protocol::write_detections(&mut line, &report, &names, now, slot.dropped());
+                server.broadcast(&line);
+                published += 1;
+                let mut us = report.stage_us(now);
+                us[4] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
+                window.record(us);
+                if let Some(cb) = options.on_message.as_mut() {
+                    cb(&line);
+                }
+                let _ = recycle_tx.try_send(report);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        server.accept(&hello_line);
+        server.flush();
+        if stop.load(Ordering::Relaxed) && !stopping_sent {
+            notifier.send("STOPPING=1");
+            stopping_sent = true;
+        }
+        if let Some(period) = watchdog {
+            let alive = mono_ns(Instant::now()).saturating_sub(shared.heartbeat.load(Ordering::Relaxed));
+            if last_watchdog.elapsed() >= period && alive < 2 * period.as_nanos() as u64 {
+                notifier.send("WATCHDOG=1");
+                last_watchdog = Instant::now();
+            }
+        }
+        if last_stats.elapsed() >= interval {
+            let secs = last_stats.elapsed().as_secs_f64();
+            let now_counts = counters(published);
+            let delta = FrameCounters {
+                captured: now_counts.captured - last_counts.captured,
+                processed: now_counts.processed - last_counts.processed,
+                ..FrameCounters::default()
+            };
+            line.clear();
+            protocol::write_stats(
+                &mut line,
+                started.elapsed().as_secs_f64(),
+                secs,
+                now_counts,
+                delta,
+                server.clients(),
+                &window,
+            );
+            server.broadcast(&line);
+            let e2e = window.percentiles(5);
+            let fps = delta.processed as f64 / secs;
+            log::info!(
+                "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}",
+                fps,
+                e2e.p50,
+                e2e.p90,
+                e2e.p99,
+                e2e.max,
+                now_counts.dropped,
+                server.clients()
+            );
+            if let Some(m) = &metrics {
+                m.update(metrics::render(now_counts, fps, server.clients(), &window));
+            }
+            notifier.send(&format!(
+                "STATUS={fps:.1} fps, p99 {:.1} ms, {} clients",
+                e2e.p99,
+                server.clients()
+            ));
+            total.merge(&window);
+            window.reset();
+            last_counts = now_counts;
+            last_stats = Instant::now();
+        }
+    }
+    if !stopping_sent {
+        notifier.send("STOPPING=1");
+    }
+    let _ = capture.join();
+    let _ = inference.join();
+    total.merge(&window);
+    let seconds = started.elapsed().as_secs_f64();
+    let frames = counters(published);
+    let reason = if stop.load(Ordering::Relaxed) {
+        "signal".to_string()
+    } else if shared.source_ended.load(Ordering::Relaxed) {
+        "end of source".to_string()
+    } else {
+        "pipeline stopped".to_string()
+    };
+    line.clear();
+    protocol::write_stats(&mut line, seconds, seconds, frames, frames, server.clients(), &total);
+    server.broadcast(&line);
+    line.clear();
+    protocol::write_bye(&mut line, &reason);
+    server.close(&line);
+    print_summary(&frames, &total, seconds, &reason);
+    Ok(RunSummary { frames, reason, seconds })
+}
+
+/// Prints the run's statistics (to stderr, so stdout stays machine-readable).
+fn print_summary(frames: &FrameCounters, total: &LatencyStats, seconds: f64, reason: &str) {
+    eprintln!(
+        "jetdetect: stopped ({reason}) after {seconds:.1} s: {} captured, {} processed ({:.1} fps), {} dropped, {} published, {} errors",
+        frames.captured,
+        frames.processed,
+        frames.processed as f64 / seconds.max(1e-9),
+        frames.dropped,
+        frames.published,
+        frames.errors
+    );
+    eprintln!("{:<12} {:>9} {:>9} {:>9} {:>9}   (ms)", "stage", "p50", "p90", "p99", "max");
+    for (i, stage) in STAGES.iter().enumerate() {
+        let p = total.percentiles(i);
+        eprintln!("{stage:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3}", p.p50, p.p90, p.p99, p.max);
+    }
+}

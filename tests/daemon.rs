@@ -1,0 +1,425 @@
+//! The daemon (`jetdetect run`) as clients and systemd meet it: the real
+//! binary on the synthetic source, real UNIX sockets, real signals.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use jetdetect::eval::{match_frame, Counts};
+use jetdetect::frame::GroundTruth;
+use jetdetect::yolo::Detection;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jd-daemon-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes a config for `source` publishing on `dir/d.sock`.
+fn config(dir: &Path, source: &str, extra: &str) -> PathBuf {
+    let p = dir.join("jd.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
+            root().join("models/obstacles-v8.onnx").display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path, source: &str, extra: &str, env: &[(&str, &str)]) -> Daemon {
+        let cfg = config(dir, source, extra);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_jetdetect"));
+        cmd.args(["run", "--config", cfg.to_str().unwrap()])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let socket = dir.join("d.sock");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while UnixStream::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not open {} in time", socket.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Daemon { child, socket }
+    }
+
+    fn connect(&self) -> BufReader<UnixStream> {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        BufReader::new(s)
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+
+    /// Waits for exit; returns (status code, stderr).
+    fn wait(mut self, limit: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                return (status.code(), err);
+            }
+            if Instant::now() > deadline {
+                self.child.kill().unwrap();
+                panic!("the daemon did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn read_msg(r: &mut BufReader<UnixStream>) -> Value {
+    let mut line = String::new();
+    let n = r.read_line(&mut line).unwrap();
+    assert!(n > 0, "connection closed");
+    assert!(line.ends_with('\n'));
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("'{key}' is not a number in {v}"))
+}
+
+/// Checks a message against docs/protocol.md (schema 1).
+fn check_schema(v: &Value) {
+    assert_eq!(v["schema"], 1, "{v}");
+    match v["type"].as_str().unwrap() {
+        "hello" => {
+            assert!(v["version"].is_string() && v["source"].is_string() && v["engine"].is_string());
+            assert_eq!(v["input"].as_array().unwrap().len(), 2);
+            assert_eq!(v["classes"], serde_json::json!(["box", "ball", "cone"]));
+        }
+        "detections" => {
+            for k in
+                ["seq", "width", "height", "capture_mono_ns", "capture_wall_ns", "publish_mono_ns", "dropped"]
+            {
+                assert!(v[k].is_u64(), "{k} in {v}");
+            }
+            assert!(v["publish_mono_ns"].as_u64() >= v["capture_mono_ns"].as_u64());
+            assert!(num(v, "frame_age_ms") >= 0.0);
+            let l = &v["latency_ms"];
+            for k in ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"] {
+                assert!(num(l, k) >= 0.0, "{k}");
+            }
+            let parts = num(l, "queue") + num(l, "preprocess") + num(l, "inference") + num(l, "decode");
+            assert!(num(l, "end_to_end") + 0.01 >= parts, "end to end covers the stages: {l}");
+            for d in v["detections"].as_array().unwrap() {
+                assert!(d["class_id"].as_u64().unwrap() < 3);
+                assert!(["box", "ball", "cone"].contains(&d["class"].as_str().unwrap()));
+                let s = num(d, "score");
+                assert!(s > 0.25 && s <= 1.0);
+                assert!(
+                    num(d, "x1") >= 0.0 && num(d, "x2") <= num(v, "width") && num(d, "x1") <= num(d, "x2")
+                );
+                assert!(
+                    num(d, "y1") >= 0.0 && num(d, "y2") <= num(v, "height") && num(d, "y1") <= num(d, "y2")
+                );
+            }
+        }
+        "stats" => {
+            for k in ["captured", "processed", "dropped", "published", "errors"] {
+                assert!(v["frames"][k].is_u64(), "{k} in {v}");
+            }
+            assert!(num(&v["fps"], "processed") >= 0.0 && v["clients"].is_u64());
+            for stage in ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"] {
+                let p = &v["latency_ms"][stage];
+                assert!(
+                    num(p, "p50") <= num(p, "p90")
+                        && num(p, "p90") <= num(p, "p99")
+                        && num(p, "p99") <= num(p, "max")
+                );
+            }
+        }
+        "bye" => assert!(v["reason"].is_string()),
+        other => panic!("unknown message type {other}"),
+    }
+}
+
+fn detections_of(v: &Value) -> Vec<Detection> {
+    v["detections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| Detection {
+            class_id: d["class_id"].as_u64().unwrap() as usize,
+            score: num(d, "score") as f32,
+            x1: num(d, "x1") as f32,
+            y1: num(d, "y1") as f32,
+            x2: num(d, "x2") as f32,
+            y2: num(d, "y2") as f32,
+        })
+        .collect()
+}
+
+fn truth_of(v: &Value) -> Vec<GroundTruth> {
+    v["truth"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|g| GroundTruth {
+                    class_id: g["class_id"].as_u64().unwrap() as usize,
+                    x1: num(g, "x1") as f32,
+                    y1: num(g, "y1") as f32,
+                    x2: num(g, "x2") as f32,
+                    y2: num(g, "y2") as f32,
+                    visible: num(g, "visible") as f32,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn clients_get_valid_messages_that_match_the_ground_truth_and_sigterm_stops_cleanly() {
+    let dir = tmpdir("main");
+    let d = Daemon::start(
+        &dir,
+        "synthetic://?width=640&height=480&fps=30&format=yuyv&seed=13&objects=5",
+        "",
+        &[],
+    );
+    let mut clients: Vec<_> = (0..3).map(|_| d.connect()).collect();
+    let mut counts = Counts::default();
+    let mut per_client = [0usize; 3];
+    let mut stats_seen = 0;
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        for (i, c) in clients.iter_mut().enumerate() {
+            let v = read_msg(c);
+            check_schema(&v);
+            match v["type"].as_str().unwrap() {
+                "detections" => {
+                    per_client[i] += 1;
+                    if i == 0 {
+                        counts.add(match_frame(&detections_of(&v), &truth_of(&v), 0.5, 0.5));
+                    }
+                }
+                "stats" => stats_seen += 1,
+                _ => {}
+            }
+        }
+    }
+    assert!(per_client.iter().all(|&n| n >= 10), "every client receives: {per_client:?}");
+    assert!(stats_seen >= 3, "stats messages arrive every second");
+    eprintln!("{counts:?} precision {:.3} recall {:.3}", counts.precision(), counts.recall());
+    assert!(counts.tp >= 30, "{counts:?}");
+    assert!(counts.recall() >= 0.9 && counts.precision() >= 0.9, "{counts:?}");
+
+    let sock = d.socket.clone();
+    let t = Instant::now();
+    d.signal(libc::SIGTERM);
+    // Each client is told, after a final stats message.
+    let mut last = read_msg(&mut clients[0]);
+    while last["type"] != "bye" {
+        check_schema(&last);
+        last = read_msg(&mut clients[0]);
+    }
+    assert_eq!(last["reason"], "signal");
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(5), "stopped in {:?}", t.elapsed());
+    assert!(!sock.exists(), "the socket file is removed");
+    assert!(err.contains("stopped (signal)") && err.contains("end_to_end"), "stats printed at exit: {err}");
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_slow_the_others() {
+    let dir = tmpdir("stall");
+    // Many objects make messages large, so the stalled client's buffers fill in about a second.
+    let d = Daemon::start(
+        &dir,
+        "synthetic://?width=320&height=240&fps=60&format=yuyv&seed=5&objects=16",
+        "client_buffer_kib = 16\n",
+        &[],
+    );
+    let _stalled = UnixStream::connect(&d.socket).unwrap();
+    let mut active = d.connect();
+    let start = Instant::now();
+    // Between two stats messages the active client must receive exactly the
+    // detections messages the daemon published in between: none skipped.
+    let mut published_at_stats = Vec::new();
+    let mut received_since_first_stats = 0u64;
+    let mut received_at_stats = Vec::new();
+    while start.elapsed() < Duration::from_secs(6) {
+        let v = read_msg(&mut active);
+        match v["type"].as_str().unwrap() {
+            "detections" if !published_at_stats.is_empty() => received_since_first_stats += 1,
+            "stats" => {
+                published_at_stats.push(v["frames"]["published"].as_u64().unwrap());
+                received_at_stats.push(received_since_first_stats);
+            }
+            _ => {}
+        }
+    }
+    let published = published_at_stats.last().unwrap() - published_at_stats[0];
+    let received = received_at_stats.last().unwrap() - received_at_stats[0];
+    eprintln!("active client received {received} of {published} frames published meanwhile");
+    assert!(published >= 10, "too few frames to judge: {published}");
+    assert_eq!(received, published, "the active client missed frames");
+    d.signal(libc::SIGINT);
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("stopped reading"), "the stalled client was dropped and logged: {err}");
+}
+
+#[test]
+fn frames_are_fresh_when_the_source_outruns_inference() {
+    let dir = tmpdir("fresh");
+    let fps = 120.0;
+    let d = Daemon::start(
+        &dir,
+        &format!("synthetic://?width=320&height=240&fps={fps}&format=yuyv&seed=2"),
+        "",
+        &[],
+    );
+    let mut c = d.connect();
+    let mut ages = Vec::new();
+    let mut dropped = 0;
+    while ages.len() < 60 {
+        let v = read_msg(&mut c);
+        if v["type"] == "detections" {
+            ages.push(num(&v, "frame_age_ms"));
+            dropped = v["dropped"].as_u64().unwrap();
+        }
+    }
+    ages.sort_by(f64::total_cmp);
+    let period = 1000.0 / fps;
+    let (p50, p90) = (ages[ages.len() / 2], ages[ages.len() * 9 / 10]);
+    eprintln!("frame age at inference start: p50 {p50:.2} ms, p90 {p90:.2} ms, max {:.2} ms (period {period:.2} ms)", ages[ages.len() - 1]);
+    assert!(dropped > 0, "the source is faster than inference, so frames are dropped, not queued");
+    assert!(p50 <= period, "median age {p50:.2} ms is more than one frame period");
+    assert!(p90 <= period + 10.0, "p90 age {p90:.2} ms exceeds one period + 10 ms scheduling slack");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(10)).0, Some(0));
+}
+
+#[test]
+fn systemd_notify_protocol_ready_watchdog_stopping() {
+    let dir = tmpdir("notify");
+    let notify = dir.join("notify.sock");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let d = Daemon::start(
+        &dir,
+        "synthetic://?width=320&height=240&fps=30&format=yuyv",
+        "",
+        &[
+            ("NOTIFY_SOCKET", notify.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+            ("JOURNAL_STREAM", "8:12345"),
+        ],
+    );
+    let mut buf = [0u8; 512];
+    let mut recv = || {
+        let n = sock.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert!(recv().contains("READY=1"));
+    let mut watchdogs = 0;
+    let t = Instant::now();
+    while watchdogs < 3 {
+        if recv().contains("WATCHDOG=1") {
+            watchdogs += 1;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no WATCHDOG=1 pings");
+    }
+    d.signal(libc::SIGTERM);
+    let mut stopping = false;
+    while let Ok(n) = sock.recv(&mut buf) {
+        if String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1") {
+            stopping = true;
+            break;
+        }
+    }
+    assert!(stopping, "STOPPING=1 sent");
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("INFO") && !err.contains("[20"),
+        "no timestamps under systemd (journald adds them): {err}"
+    );
+}
+
+#[test]
+fn the_run_ends_cleanly_at_the_end_of_a_finite_source() {
+    let dir = tmpdir("finite");
+    let d = Daemon::start(&dir, "synthetic://?width=320&height=240&fps=0&format=nv12&frames=40", "", &[]);
+    let (code, err) = d.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("stopped (end of source)") && err.contains("40 captured"), "{err}");
+}
+
+#[test]
+fn a_live_socket_is_not_stolen_and_bad_configs_fail_before_starting() {
+    let dir = tmpdir("busy");
+    let d = Daemon::start(&dir, "synthetic://?width=320&height=240&fps=10", "", &[]);
+    let cfg = config(&dir, "synthetic://?width=320&height=240&fps=10", "");
+    let o = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("another process is listening"), "{err}");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(10)).0, Some(0));
+
+    let cfg = config(&dir, "synthetic://?widht=320", "");
+    let o = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("unknown key 'widht'"), "{err}");
+}
+
+#[test]
+fn the_python_example_client_reads_the_stream() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("python3 not found: skipped");
+        return;
+    }
+    let dir = tmpdir("python");
+    let d = Daemon::start(&dir, "synthetic://?width=320&height=240&fps=15&format=yuyv&frames=60", "", &[]);
+    let out = Command::new("python3").arg(root().join("examples/watch.py")).arg(&d.socket).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("connected: synthetic://"), "{text}");
+    assert!(
+        text.lines().filter(|l| l.starts_with('#') && l.contains("ms since capture")).count() >= 10,
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("jetdetect stopped (end of source)"), "{text}");
+    assert_eq!(d.wait(Duration::from_secs(30)).0, Some(0));
+}
