@@ -1,0 +1,49 @@
+//! MJPEG frames (how many USB cameras deliver 720p/1080p at full rate) decoded
+//! to RGB24 with zune-jpeg, a maintained pure-Rust decoder. UVC cameras often
+//! omit the Huffman tables (DHT) from each frame; the decoder then uses the
+//! standard tables, as MJPEG requires.
+
+use crate::frame::{Frame, PixelFormat};
+
+/// Decodes one JPEG frame into `frame` as RGB24.
+pub fn decode(data: &[u8], frame: &mut Frame) -> Result<(), String> {
+    use zune_jpeg::zune_core::colorspace::ColorSpace;
+    use zune_jpeg::zune_core::options::DecoderOptions;
+    if data.len() < 4 || data[0] != 0xFF || data[1] != 0xD8 {
+        return Err(format!("not a JPEG frame ({} bytes, no SOI marker)", data.len()));
+    }
+    let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(std::io::Cursor::new(data), options);
+    decoder.decode_headers().map_err(|e| format!("bad MJPEG frame: {e}"))?;
+    let (w, h) = decoder.dimensions().ok_or("bad MJPEG frame: no dimensions")?;
+    let len = decoder.output_buffer_size().ok_or("bad MJPEG frame: size overflow")?;
+    frame.data.resize(len, 0);
+    decoder.decode_into(&mut frame.data).map_err(|e| format!("bad MJPEG frame: {e}"))?;
+    frame.width = w as u32;
+    frame.height = h as u32;
+    frame.format = PixelFormat::Rgb24;
+    frame.data.truncate(w * h * 3);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_a_jpeg_frame_and_rejects_garbage() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/images/scene_800x600.jpg");
+        let bytes = std::fs::read(path).unwrap();
+        let mut f = Frame::empty();
+        decode(&bytes, &mut f).unwrap();
+        assert_eq!((f.width, f.height, f.format), (800, 600, PixelFormat::Rgb24));
+        f.check_len().unwrap();
+        // Same pixels as the image crate's decoder (also zune-jpeg) within a level.
+        let reference = image::load_from_memory(&bytes).unwrap().into_rgb8();
+        let worst = f.data.iter().zip(reference.as_raw()).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+        assert!(worst <= 1, "{worst}");
+        assert!(decode(b"\x00\x01garbage", &mut f).unwrap_err().contains("no SOI"));
+        let e = decode(&bytes[..bytes.len() / 5], &mut f);
+        assert!(e.is_err() || f.check_len().is_ok(), "a truncated frame is an error or still well-formed");
+    }
+}
