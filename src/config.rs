@@ -5,6 +5,7 @@
 //! name the file, the line and the key, and say what is allowed. Relative paths
 //! in a config file are resolved against the directory of that file.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -45,11 +46,14 @@ pub struct Config {
 pub struct SourceConfig {
     /// Source URI: `synthetic://...`, `file://...`, `v4l2:///dev/videoN`.
     pub uri: String,
+    /// V4L2 camera controls by name (`jetdetect probe-camera` lists them), e.g. `exposure_absolute = 200`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub controls: BTreeMap<String, i64>,
 }
 
 impl Default for SourceConfig {
     fn default() -> Self {
-        SourceConfig { uri: DEFAULT_SOURCE.to_string() }
+        SourceConfig { uri: DEFAULT_SOURCE.to_string(), controls: BTreeMap::new() }
     }
 }
 

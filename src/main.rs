@@ -63,6 +63,11 @@ enum Command {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// List V4L2 devices with their formats, sizes, frame rates and controls.
+    ProbeCamera {
+        /// One device (default: every /dev/video* node).
+        device: Option<PathBuf>,
+    },
     /// Validate a config file and print the resolved configuration.
     Check {
         /// The TOML config file.
@@ -442,6 +447,11 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
         Command::Detect(args) => cmd_detect(&args),
+        Command::ProbeCamera { device } => {
+            let text = jetdetect::source::v4l2::probe(device.as_deref()).map_err(Error::Other)?;
+            print!("{text}");
+            Ok(true)
+        }
         Command::Eval { model, source, frames, match_iou } => cmd_eval(&model, &source, frames, match_iou),
         Command::Record { source, frames, out } => cmd_record(&source, frames, &out),
         Command::Dataset { out, train, val, seed } => {

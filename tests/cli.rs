@@ -175,6 +175,9 @@ fn every_command_has_help() {
         &["eval", "--help"],
         &["record", "--help"],
         &["dataset", "--help"],
+        &["run", "--help"],
+        &["watch", "--help"],
+        &["probe-camera", "--help"],
     ] {
         let o = jetdetect(cmd);
         assert!(o.status.success(), "{cmd:?}");

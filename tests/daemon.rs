@@ -151,6 +151,8 @@ fn check_schema(v: &Value) {
                 assert!(v["frames"][k].is_u64(), "{k} in {v}");
             }
             assert!(num(&v["fps"], "processed") >= 0.0 && v["clients"].is_u64());
+            assert!(["streaming", "unavailable"].contains(&v["source"]["state"].as_str().unwrap()), "{v}");
+            assert!(v["source"]["faults"].is_u64());
             for stage in ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"] {
                 let p = &v["latency_ms"][stage];
                 assert!(

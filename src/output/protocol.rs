@@ -227,7 +227,38 @@ struct StatsMessage<'a> {
     frames: FrameCounters,
     fps: Fps,
     clients: usize,
+    source: &'a SourceState,
     latency_ms: LatencyTable<'a>,
+}
+
+/// The source's health, for `stats` messages.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SourceState {
+    /// `streaming` or `unavailable` (camera gone, busy or silent: capture is retrying).
+    pub state: &'static str,
+    /// Why it is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Times the source became unavailable since start.
+    pub faults: u64,
+}
+
+/// Everything a `stats` message reports.
+pub struct StatsInput<'a> {
+    /// Seconds since the daemon was ready.
+    pub uptime_s: f64,
+    /// Seconds the interval figures cover.
+    pub interval_s: f64,
+    /// Counters since start.
+    pub totals: FrameCounters,
+    /// Counters over the interval (for the rates).
+    pub interval: FrameCounters,
+    /// Connected clients.
+    pub clients: usize,
+    /// The source's health.
+    pub source: &'a SourceState,
+    /// Latency histograms over the interval.
+    pub latency: &'a LatencyStats,
 }
 
 #[derive(Serialize)]
@@ -251,27 +282,19 @@ impl Serialize for LatencyTable<'_> {
 }
 
 /// Appends a `stats` message: counters since start, rates and percentiles over
-/// the interval (`interval` histograms), and a newline.
-#[allow(clippy::too_many_arguments)]
-pub fn write_stats(
-    out: &mut Vec<u8>,
-    uptime_s: f64,
-    interval_s: f64,
-    totals: FrameCounters,
-    interval_counts: FrameCounters,
-    clients: usize,
-    interval: &LatencyStats,
-) {
-    let rate = |n: u64| if interval_s > 0.0 { round3(n as f64 / interval_s) } else { 0.0 };
+/// the interval, the source's health, and a newline.
+pub fn write_stats(out: &mut Vec<u8>, s: &StatsInput) {
+    let rate = |n: u64| if s.interval_s > 0.0 { round3(n as f64 / s.interval_s) } else { 0.0 };
     let msg = StatsMessage {
         r#type: "stats",
         schema: SCHEMA,
-        uptime_s: round3(uptime_s),
-        interval_s: round3(interval_s),
-        frames: totals,
-        fps: Fps { capture: rate(interval_counts.captured), processed: rate(interval_counts.processed) },
-        clients,
-        latency_ms: LatencyTable(interval),
+        uptime_s: round3(s.uptime_s),
+        interval_s: round3(s.interval_s),
+        frames: s.totals,
+        fps: Fps { capture: rate(s.interval.captured), processed: rate(s.interval.processed) },
+        clients: s.clients,
+        source: s.source,
+        latency_ms: LatencyTable(s.latency),
     };
     let _ = serde_json::to_writer(&mut *out, &msg);
     out.push(b'\n');

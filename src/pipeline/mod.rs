@@ -19,7 +19,7 @@ pub mod slot;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::clock::mono_ns;
@@ -29,9 +29,9 @@ use crate::error::{Error, Result};
 use crate::frame::Frame;
 use crate::output::metrics::{self, MetricsServer};
 use crate::output::notify::Notifier;
-use crate::output::protocol::{self, FrameCounters, FrameReport, Hello};
+use crate::output::protocol::{self, FrameCounters, FrameReport, Hello, SourceState, StatsInput};
 use crate::output::socket::SocketServer;
-use crate::source::{self, FrameSource};
+use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, STAGES};
 use slot::{LatestSlot, Taken};
 
@@ -65,7 +65,14 @@ struct Shared {
     /// `CLOCK_MONOTONIC` ns of inference's last sign of life.
     heartbeat: AtomicU64,
     source_ended: AtomicBool,
+    /// Set while the source is unavailable (camera gone, silent, busy): why.
+    source_fault: Mutex<Option<String>>,
+    /// Times the source became unavailable.
+    source_faults: AtomicU64,
 }
+
+/// How many frames a source error is logged once per (they repeat while a camera is away).
+const FAULT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 fn capture_loop(
     mut src: Box<dyn FrameSource>,
@@ -74,9 +81,22 @@ fn capture_loop(
     stop: Arc<AtomicBool>,
 ) {
     let mut frame = slot.spare().unwrap_or_else(Frame::empty);
+    let mut last_log: Option<Instant> = None;
+    let set_fault = |fault: Option<String>| {
+        let mut f = shared.source_fault.lock().unwrap_or_else(|e| e.into_inner());
+        if fault.is_some() && f.is_none() {
+            shared.source_faults.fetch_add(1, Ordering::Relaxed);
+        }
+        *f = fault;
+    };
     while !stop.load(Ordering::Relaxed) {
         match src.next_frame(&mut frame) {
             Ok(true) => {
+                if shared.source_fault.lock().map(|f| f.is_some()).unwrap_or(false) {
+                    log::info!("{}: frames are flowing again", src.describe());
+                    set_fault(None);
+                    last_log = None;
+                }
                 shared.captured.fetch_add(1, Ordering::Relaxed);
                 frame = slot.put(frame).unwrap_or_else(Frame::empty);
             }
@@ -84,6 +104,14 @@ fn capture_loop(
                 log::info!("{}: end of stream", src.describe());
                 shared.source_ended.store(true, Ordering::Relaxed);
                 break;
+            }
+            Err(SourceError::Unavailable(m)) | Err(SourceError::Decode(m)) => {
+                // Transient: the camera is away or a frame was bad. Keep going, log now and then.
+                if last_log.is_none_or(|t| t.elapsed() >= FAULT_LOG_INTERVAL) {
+                    log::warn!("{m}");
+                    last_log = Some(Instant::now());
+                }
+                set_fault(Some(m));
             }
             Err(e) => {
                 log::error!("{}: {e}", src.describe());
@@ -146,10 +174,19 @@ fn inference_loop(
     }
 }
 
+fn source_state(shared: &Shared) -> SourceState {
+    let fault = shared.source_fault.lock().map(|f| f.clone()).unwrap_or(None);
+    SourceState {
+        state: if fault.is_some() { "unavailable" } else { "streaming" },
+        error: fault,
+        faults: shared.source_faults.load(Ordering::Relaxed),
+    }
+}
+
 /// Runs the daemon until `stop` is set or the source ends.
 pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> Result<RunSummary> {
     let notifier = Notifier::from_env();
-    let src = source::open(&config.source.uri)?;
+    let src = source::open_with(&config.source.uri, &config.source.controls)?;
     log::info!("source: {}", src.describe());
     let mut detector = Detector::from_config(config)?;
     let (iw, ih) = detector.engine().input_size();
@@ -265,14 +302,18 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 ..FrameCounters::default()
             };
             line.clear();
+            let source_state = source_state(&shared);
             protocol::write_stats(
                 &mut line,
-                started.elapsed().as_secs_f64(),
-                secs,
-                now_counts,
-                delta,
-                server.clients(),
-                &window,
+                &StatsInput {
+                    uptime_s: started.elapsed().as_secs_f64(),
+                    interval_s: secs,
+                    totals: now_counts,
+                    interval: delta,
+                    clients: server.clients(),
+                    source: &source_state,
+                    latency: &window,
+                },
             );
             server.broadcast(&line);
             let e2e = window.percentiles(5);
@@ -317,7 +358,19 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         "pipeline stopped".to_string()
     };
     line.clear();
-    protocol::write_stats(&mut line, seconds, seconds, frames, frames, server.clients(), &total);
+    let source_state = source_state(&shared);
+    protocol::write_stats(
+        &mut line,
+        &StatsInput {
+            uptime_s: seconds,
+            interval_s: seconds,
+            totals: frames,
+            interval: frames,
+            clients: server.clients(),
+            source: &source_state,
+            latency: &total,
+        },
+    );
     server.broadcast(&line);
     line.clear();
     protocol::write_bye(&mut line, &reason);

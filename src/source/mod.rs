@@ -5,14 +5,18 @@
 //! | `synthetic://?width=640&height=480&fps=30&format=yuyv&seed=1&objects=4&frames=0` | [`synthetic`] |
 //! | `file://PATH` (a PNG/JPEG image or a folder of them) | [`file`] |
 //! | `file://clip.yuv?width=640&height=480&format=yuyv` (raw frames) | [`file`] |
-//! | `v4l2:///dev/video0` | not in this build yet |
+//! | `v4l2:///dev/video0?width=640&height=480&fps=30&format=yuyv&buffers=3`, `v4l2://auto` | [`v4l2`] |
 //!
 //! A new kind of source is a new module here that implements [`FrameSource`]
 //! plus one arm in [`open`]. Sources know nothing about models or outputs.
 
 pub mod file;
+pub mod mjpeg;
 pub mod synthetic;
 pub mod uri;
+pub mod v4l2;
+
+use std::collections::BTreeMap;
 
 use crate::frame::Frame;
 pub use uri::SourceUri;
@@ -26,9 +30,13 @@ pub enum SourceError {
     /// Reading from the file or device failed.
     #[error("{0}")]
     Io(String),
-    /// The data could not be decoded into a frame.
+    /// The data could not be decoded into a frame; later frames may be fine.
     #[error("{0}")]
     Decode(String),
+    /// The device is gone, busy or silent for now; the source is retrying and
+    /// the next call may succeed.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// A stream of frames: a camera, a file, a generator.
@@ -48,13 +56,19 @@ pub trait FrameSource: Send {
 
 /// Opens the source a URI names.
 pub fn open(uri: &str) -> Result<Box<dyn FrameSource>, SourceError> {
+    open_with(uri, &BTreeMap::new())
+}
+
+/// Opens the source a URI names, with camera controls (`[source.controls]`) for V4L2.
+pub fn open_with(uri: &str, controls: &BTreeMap<String, i64>) -> Result<Box<dyn FrameSource>, SourceError> {
     let parsed = SourceUri::parse(uri).map_err(SourceError::Config)?;
+    if !controls.is_empty() && parsed.scheme != "v4l2" {
+        return Err(SourceError::Config(format!("{uri}: [source.controls] apply to v4l2:// cameras only")));
+    }
     match parsed.scheme.as_str() {
         "synthetic" => Ok(Box::new(synthetic::SyntheticSource::open(&parsed)?)),
         "file" => Ok(Box::new(file::FileSource::open(&parsed)?)),
-        "v4l2" => Err(SourceError::Config(format!(
-            "{uri}: V4L2 capture is not part of this build yet; use synthetic:// or file:// sources"
-        ))),
+        "v4l2" => Ok(Box::new(v4l2::V4l2Source::open(&parsed, controls)?)),
         other => Err(SourceError::Config(format!(
             "{uri}: unknown source scheme '{other}://': use synthetic://, file:// or v4l2://"
         ))),
@@ -70,7 +84,13 @@ mod tests {
         assert!(open("synthetic://?fps=0").is_ok());
         let e = open("rtsp://cam").err().unwrap().to_string();
         assert!(e.contains("unknown source scheme 'rtsp://'"), "{e}");
-        let e = open("v4l2:///dev/video0").err().unwrap().to_string();
-        assert!(e.contains("V4L2"), "{e}");
+        let e = open("v4l2:///dev/video-none-jd").err().unwrap().to_string();
+        assert!(e.contains("/dev/video-none-jd: cannot open") && e.contains("unplugged?"), "{e}");
+        let e = open("v4l2:///dev/video0?fromat=yuyv").err().unwrap().to_string();
+        assert!(e.contains("unknown key 'fromat'"), "{e}");
+        let mut controls = BTreeMap::new();
+        controls.insert("gain".to_string(), 3);
+        let e = open_with("synthetic://", &controls).err().unwrap().to_string();
+        assert!(e.contains("v4l2:// cameras only"), "{e}");
     }
 }
