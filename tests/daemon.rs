@@ -425,3 +425,25 @@ fn the_python_example_client_reads_the_stream() {
     assert!(text.trim_end().ends_with("jetdetect stopped (end of source)"), "{text}");
     assert_eq!(d.wait(Duration::from_secs(30)).0, Some(0));
 }
+
+#[test]
+fn a_missing_camera_is_reported_on_the_socket_and_the_daemon_keeps_running() {
+    let dir = tmpdir("nocam");
+    let d = Daemon::start(&dir, "v4l2:///dev/video-none-jd?timeout_ms=200", "", &[]);
+    let mut c = d.connect();
+    let mut state = None;
+    while state.is_none() {
+        let v = read_msg(&mut c);
+        check_schema(&v);
+        if v["type"] == "stats" {
+            state = Some(v["source"].clone());
+        }
+    }
+    let s = state.unwrap();
+    assert_eq!(s["state"], "unavailable", "{s}");
+    assert!(s["error"].as_str().unwrap().contains("/dev/video-none-jd: cannot open"), "{s}");
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("will keep trying"), "{err}");
+}

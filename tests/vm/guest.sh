@@ -41,6 +41,15 @@ for spec in yuyv:2 nv12:1.5 grey:1 uyvy:2 rgb24:3; do
         fail "record $f: $(tail -3 /tmp/$f.log | tr '\n' ' ')"
     fi
 done
+# v4l2://auto finds the capture node.
+jetdetect record --source "v4l2://auto?format=nv12" --frames 1 --out /tmp/auto.raw >/tmp/auto.log 2>&1 \
+    && grep -q 'format=nv12' /tmp/auto.log && ok "v4l2://auto: $(grep -o 'width=.*' /tmp/auto.log)" \
+    || fail "v4l2://auto: $(tail -2 /tmp/auto.log | tr '\n' ' ')"
+# A camera that is not there: record fails with a clear message, never a panic.
+jetdetect record --source "v4l2:///dev/video9" --frames 1 --out /tmp/none.raw >/tmp/none.log 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q '/dev/video9: cannot open' /tmp/none.log && ok "missing camera: exit 1, '$(tail -1 /tmp/none.log)'" \
+    || fail "missing camera: exit $rc: $(tail -2 /tmp/none.log | tr '\n' ' ')"
 # A size the driver cannot do exactly is negotiated, with the reason logged.
 jetdetect record --source "v4l2:///dev/video0?width=641&height=481&format=yuyv" --frames 1 --out /tmp/odd.raw >/tmp/odd.log 2>&1 \
     && grep -q 'replay with' /tmp/odd.log && ok "odd size negotiated: $(grep -o 'width=[0-9]*&height=[0-9]*' /tmp/odd.log)" \

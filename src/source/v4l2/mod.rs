@@ -77,8 +77,10 @@ pub struct V4l2Source {
 }
 
 impl V4l2Source {
-    /// Parses the URI and opens the device; a device that is missing or busy at
-    /// start is an error (at run time the source retries instead).
+    /// Parses the URI and opens the device. Bad parameters and a node that
+    /// cannot capture are errors; a camera that is missing or busy is not (a
+    /// robot's camera may appear after the daemon starts): the source then
+    /// reports [`SourceError::Unavailable`] from `next_frame` while it retries.
     pub fn open(uri: &SourceUri, controls: &BTreeMap<String, i64>) -> Result<V4l2Source, SourceError> {
         let bad = SourceError::Config;
         uri.check_keys(&KEYS).map_err(bad)?;
@@ -109,11 +111,16 @@ impl V4l2Source {
             text: uri.text.clone(),
             reported: None,
         };
-        src.start().map_err(|e| match e {
-            SourceError::Unavailable(m) => SourceError::Io(m),
-            other => other,
-        })?;
-        Ok(src)
+        match src.start() {
+            Ok(()) => Ok(src),
+            Err(SourceError::Unavailable(m)) => {
+                log::warn!("{m}: will keep trying");
+                src.reported = Some(m.clone());
+                let _ = src.fail(m);
+                Ok(src)
+            }
+            Err(other) => Err(other),
+        }
     }
 
     fn device_path(&self) -> Result<PathBuf, SourceError> {
