@@ -1,0 +1,131 @@
+//! Board telemetry: clock frequencies, GPU load, temperatures, rail power,
+//! and whether the pinned clocks hold (throttling).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::discover::{Discovered, Emc, RailReading};
+use super::read_value;
+
+/// One sample.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Telemetry {
+    /// GPU current / min / max frequency in MHz.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_mhz: Option<[f64; 3]>,
+    /// GPU governor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_governor: Option<String>,
+    /// GPU load in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_load_pct: Option<f64>,
+    /// Per-core current CPU frequency in MHz.
+    pub cpu_mhz: Vec<f64>,
+    /// CPU governor of core 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_governor: Option<String>,
+    /// Memory clock in MHz.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emc_mhz: Option<f64>,
+    /// Temperature per thermal zone in degrees C (offline sensors, -256 C, are left out).
+    pub temp_c: BTreeMap<String, f64>,
+    /// Power per rail in mW.
+    pub power_mw: BTreeMap<String, f64>,
+    /// Total input power in mW (VDD_IN / POM_5V_IN), when a rail measures it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_mw: Option<f64>,
+    /// GPU and CPU floors equal their ceilings.
+    pub pinned: bool,
+    /// A clock below its pinned floor, or a zone at or over its trip point.
+    pub throttling: bool,
+    /// What the throttling flag saw.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub throttle_reasons: Vec<String>,
+}
+
+fn num(p: &std::path::Path) -> Option<f64> {
+    read_value(p).ok()?.parse().ok()
+}
+
+impl Telemetry {
+    /// Reads everything discovered; missing files just leave fields empty.
+    pub fn sample(disc: &Discovered) -> Telemetry {
+        let mut t = Telemetry::default();
+        let mut floors_pinned = Vec::new();
+        if let Some(g) = &disc.gpu {
+            let (cur, min, max) =
+                (num(&g.dir.join("cur_freq")), num(&g.dir.join("min_freq")), num(&g.dir.join("max_freq")));
+            if let (Some(c), Some(lo), Some(hi)) = (cur, min, max) {
+                t.gpu_mhz = Some([c / 1e6, lo / 1e6, hi / 1e6]);
+                floors_pinned.push(lo >= hi);
+                if lo >= hi && c + 1e6 < lo {
+                    t.throttle_reasons.push(format!(
+                        "GPU at {:.0} MHz, below its pinned {:.0} MHz",
+                        c / 1e6,
+                        lo / 1e6
+                    ));
+                }
+            }
+            t.gpu_governor = read_value(&g.dir.join("governor")).ok();
+            t.gpu_load_pct = g.load.as_deref().and_then(num).map(|v| v / 10.0);
+        }
+        for c in &disc.cpus {
+            let cur = num(&c.cpufreq.join("scaling_cur_freq"));
+            let (lo, hi) =
+                (num(&c.cpufreq.join("scaling_min_freq")), num(&c.cpufreq.join("scaling_max_freq")));
+            if let Some(f) = cur {
+                t.cpu_mhz.push(f / 1000.0);
+            }
+            if let (Some(cur), Some(lo), Some(hi)) = (cur, lo, hi) {
+                floors_pinned.push(lo >= hi);
+                if lo >= hi && cur + 1000.0 < lo {
+                    t.throttle_reasons.push(format!(
+                        "cpu{} at {:.0} MHz, below its pinned {:.0} MHz",
+                        c.index,
+                        cur / 1000.0,
+                        lo / 1000.0
+                    ));
+                }
+            }
+        }
+        t.cpu_governor = disc.cpus.first().and_then(|c| read_value(&c.cpufreq.join("scaling_governor")).ok());
+        t.emc_mhz = match &disc.emc {
+            Some(Emc::Bpmp { dir, .. }) => num(&dir.join("rate")).map(|v| v / 1e6),
+            Some(Emc::T210 { dir, .. }) => num(&dir.join("clk_rate")).map(|v| v / 1e6),
+            Some(Emc::Devfreq { dir }) => num(&dir.join("cur_freq")).map(|v| v / 1e6),
+            None => None,
+        };
+        for z in &disc.zones {
+            if let Some(mc) = num(&z.temp) {
+                if mc <= -255_000.0 {
+                    continue;
+                }
+                t.temp_c.insert(z.name.clone(), (mc / 10.0).round() / 100.0);
+                if let Some(trip) = z.trip_mc {
+                    if mc >= trip as f64 {
+                        t.throttle_reasons.push(format!(
+                            "{} at {:.1} C, at or over its trip point {:.1} C",
+                            z.name,
+                            mc / 1000.0,
+                            trip as f64 / 1000.0
+                        ));
+                    }
+                }
+            }
+        }
+        for r in &disc.rails {
+            let mw = match &r.reading {
+                RailReading::VoltCurrent(v, i) => num(v).zip(num(i)).map(|(mv, ma)| mv * ma / 1000.0),
+                RailReading::Power(p) => num(p),
+            };
+            if let Some(mw) = mw {
+                t.power_mw.insert(r.name.clone(), mw.round());
+            }
+        }
+        t.total_mw = ["VDD_IN", "POM_5V_IN", "VIN_SYS_5V0"].iter().find_map(|n| t.power_mw.get(*n).copied());
+        t.pinned = !floors_pinned.is_empty() && floors_pinned.iter().all(|&p| p);
+        t.throttling = !t.throttle_reasons.is_empty();
+        t
+    }
+}
