@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::engine;
+use crate::power::PowerConfig;
 use crate::source::SourceUri;
 use crate::yolo::LayoutHint;
 
@@ -38,6 +39,8 @@ pub struct Config {
     pub output: OutputConfig,
     /// `[metrics]`: the optional Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// `[power]`: clock profile, state file, telemetry.
+    pub power: PowerConfig,
 }
 
 /// `[source]`
@@ -248,6 +251,8 @@ impl Config {
         self.model.path = join(base, &self.model.path);
         self.model.names = self.model.names.as_deref().map(|p| join(base, p));
         self.output.socket = join(base, &self.output.socket);
+        self.power.root = join(base, &self.power.root);
+        self.power.state_file = join(base, &self.power.state_file);
         // A relative file:// location is relative to the config file too.
         if let Some(rest) = self.source.uri.strip_prefix("file://") {
             if !rest.starts_with('/') {
@@ -353,6 +358,7 @@ impl Config {
                 ));
             }
         }
+        crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
         let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m))?;
         if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
             return Err(err(

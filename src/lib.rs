@@ -23,6 +23,7 @@ pub mod eval;
 pub mod frame;
 pub mod output;
 pub mod pipeline;
+pub mod power;
 pub mod preprocess;
 pub mod source;
 pub mod stats;

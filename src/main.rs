@@ -68,6 +68,11 @@ enum Command {
         /// One device (default: every /dev/video* node).
         device: Option<PathBuf>,
     },
+    /// Show, apply or restore the board's clocks ([power] profiles).
+    Clocks {
+        #[command(subcommand)]
+        action: ClocksAction,
+    },
     /// Validate a config file and print the resolved configuration.
     Check {
         /// The TOML config file.
@@ -117,6 +122,32 @@ enum Command {
         #[arg(long, default_value_t = 2026)]
         seed: u64,
     },
+}
+
+#[derive(Subcommand)]
+enum ClocksAction {
+    /// Board, frequencies, governors, temperatures, rail power, and whether clocks are pinned.
+    Show(ClockArgs),
+    /// Apply a profile (the originals are saved first; `clocks restore` puts them back).
+    Apply(ClockArgs),
+    /// Put back the values saved by `apply` or by a daemon that did not stop cleanly.
+    Restore(ClockArgs),
+}
+
+#[derive(clap::Args)]
+struct ClockArgs {
+    /// Config file whose [power] section to use.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Profile: dynamic, max or locked (overrides [power] profile).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Directory standing for / (a fixture tree, or a mounted image).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// State file (overrides [power] state_file).
+    #[arg(long)]
+    state_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -435,6 +466,152 @@ fn cmd_watch(
     Ok(count.is_none())
 }
 
+fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
+    use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, StateFile};
+    let (ClocksAction::Show(args) | ClocksAction::Apply(args) | ClocksAction::Restore(args)) = &action;
+    let mut cfg = match &args.config {
+        Some(p) => Config::load(p)?.power,
+        None => power::PowerConfig::default(),
+    };
+    if let Some(p) = &args.profile {
+        cfg.profile = p.clone();
+    }
+    if let Some(r) = &args.root {
+        cfg.root = r.clone();
+    }
+    if let Some(s) = &args.state_file {
+        cfg.state_file = s.clone();
+    }
+    let perr = |e: power::PowerError| Error::Other(e.0);
+    let board = Board::detect(&cfg.root);
+    let disc = Discovered::scan(&cfg.root);
+    let state = StateFile::new(&cfg.state_file);
+    match action {
+        ClocksAction::Show(_) => {
+            let t = Telemetry::sample(&disc);
+            println!("board: {board}");
+            if let Some(g) = &disc.gpu {
+                let [cur, lo, hi] = t.gpu_mhz.unwrap_or_default();
+                println!(
+                    "gpu: {cur:.1} MHz (min {lo:.1}, max {hi:.1}), governor {}, load {}, node {}",
+                    t.gpu_governor.as_deref().unwrap_or("?"),
+                    t.gpu_load_pct.map(|l| format!("{l:.1}%")).unwrap_or_else(|| "?".into()),
+                    g.dir.display()
+                );
+            } else {
+                println!("gpu: no devfreq node found");
+            }
+            let cpus: Vec<String> = t.cpu_mhz.iter().map(|f| format!("{f:.0}")).collect();
+            println!(
+                "cpu: {} cores, MHz [{}], governor {}",
+                disc.cpus.len(),
+                cpus.join(" "),
+                t.cpu_governor.as_deref().unwrap_or("?")
+            );
+            if let Some(e) = t.emc_mhz {
+                println!("emc: {e:.0} MHz");
+            }
+            let temps: Vec<String> = t.temp_c.iter().map(|(k, v)| format!("{k} {v:.1}C")).collect();
+            println!(
+                "temperatures: {}",
+                if temps.is_empty() { "none found".into() } else { temps.join(", ") }
+            );
+            let rails: Vec<String> = t.power_mw.iter().map(|(k, v)| format!("{k} {v:.0} mW")).collect();
+            println!(
+                "power: {}",
+                if rails.is_empty() { "no INA3221 rails found".into() } else { rails.join(", ") }
+            );
+            println!(
+                "clocks pinned: {}{}",
+                if t.pinned { "yes" } else { "no" },
+                if t.throttling {
+                    format!("; THROTTLING: {}", t.throttle_reasons.join("; "))
+                } else {
+                    String::new()
+                }
+            );
+            println!(
+                "state file: {} ({})",
+                state.path.display(),
+                if state.exists() {
+                    "clocks changed by jetdetect"
+                } else {
+                    "none: clocks as the system set them"
+                }
+            );
+            Ok(true)
+        }
+        ClocksAction::Apply(_) => {
+            if !board.is_jetson() && args.root.is_none() {
+                return Err(Error::Other(format!(
+                    "{board}; refusing to write clocks (give --root DIR to work on a tree)"
+                )));
+            }
+            if state.exists() {
+                let n = state.restore(&cfg.root, &disc).map_err(perr)?;
+                eprintln!("restored {n} values left by an earlier run first");
+            }
+            let writes = power::plan(&cfg, &disc).map_err(perr)?;
+            let nv = match &cfg.nvpmodel {
+                Some(wanted) => {
+                    let nv = power::nvpmodel::Nvpmodel::find(&cfg.root).ok_or_else(|| {
+                        Error::Other(format!(
+                            "[power] nvpmodel = '{wanted}': nvpmodel is not installed under {}",
+                            cfg.root.display()
+                        ))
+                    })?;
+                    let mode = nv.resolve(wanted).map_err(perr)?;
+                    Some((nv, mode))
+                }
+                None => None,
+            };
+            if writes.is_empty() && nv.is_none() {
+                println!("profile '{}': nothing to change", cfg.profile);
+                return Ok(true);
+            }
+            let done = power::apply_with_mode(
+                &cfg.root,
+                &disc,
+                nv.as_ref().map(|(n, m)| (n, m.clone())),
+                &writes,
+                &state,
+            )
+            .map_err(perr)?;
+            if let Some((_, m)) = &nv {
+                println!("nvpmodel = {} ({})", m.id, m.name);
+            }
+            if let Some(r) = &done.reboot_needed {
+                eprintln!("jetdetect: {r}");
+            }
+            for w in &writes {
+                println!("{} = {}", power::profile::shown(&cfg.root, &w.path), w.value);
+            }
+            for (p, want, got) in &done.mismatches {
+                eprintln!(
+                    "jetdetect: {} did not take: wanted {want}, reads {got}",
+                    power::profile::shown(&cfg.root, p)
+                );
+            }
+            println!(
+                "profile '{}' applied ({} writes); originals saved in {}",
+                cfg.profile,
+                done.written,
+                state.path.display()
+            );
+            Ok(done.mismatches.is_empty())
+        }
+        ClocksAction::Restore(_) => {
+            if !state.exists() {
+                println!("nothing to restore: {} does not exist", state.path.display());
+                return Ok(true);
+            }
+            let n = state.restore(&cfg.root, &disc).map_err(perr)?;
+            println!("restored {n} values from {}", state.path.display());
+            Ok(true)
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<bool, Error> {
     match cli.command {
         Command::Run { config, source, socket, echo } => cmd_run(&config, source, socket, echo),
@@ -447,6 +624,7 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
         Command::Detect(args) => cmd_detect(&args),
+        Command::Clocks { action } => cmd_clocks(action),
         Command::ProbeCamera { device } => {
             let text = jetdetect::source::v4l2::probe(device.as_deref()).map_err(Error::Other)?;
             print!("{text}");
@@ -477,7 +655,15 @@ fn init_logging(daemon: bool) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Run { .. }));
+    let daemon = matches!(cli.command, Command::Run { .. });
+    if !daemon {
+        // One-shot commands end quietly when their output pipe closes (`| head`), like
+        // other Unix tools. The daemon keeps SIGPIPE ignored: a client that goes away
+        // must be an error on that socket, not the end of the process.
+        // SAFETY: setting a signal disposition before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    init_logging(daemon);
     match run(cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::protocol::FrameCounters;
+use crate::power::telemetry::Telemetry;
 use crate::stats::{LatencyStats, STAGES};
 
 /// The running endpoint.
@@ -100,7 +101,13 @@ impl Drop for MetricsServer {
 }
 
 /// Renders the Prometheus text format.
-pub fn render(totals: FrameCounters, fps: f64, clients: usize, interval: &LatencyStats) -> String {
+pub fn render(
+    totals: FrameCounters,
+    fps: f64,
+    clients: usize,
+    interval: &LatencyStats,
+    t: &Telemetry,
+) -> String {
     use std::fmt::Write as _;
     let mut s = String::with_capacity(2048);
     let _ = writeln!(s, "# HELP jetdetect_frames_total Frames by outcome since start.");
@@ -127,6 +134,23 @@ pub fn render(totals: FrameCounters, fps: f64, clients: usize, interval: &Latenc
                 writeln!(s, "jetdetect_latency_seconds{{stage=\"{stage}\",quantile=\"{q}\"}} {}", v / 1e3);
         }
     }
+    if let Some([cur, _, _]) = t.gpu_mhz {
+        let _ = writeln!(s, "# TYPE jetdetect_gpu_mhz gauge\njetdetect_gpu_mhz {cur}");
+    }
+    if !t.temp_c.is_empty() {
+        let _ = writeln!(s, "# TYPE jetdetect_temperature_celsius gauge");
+        for (zone, c) in &t.temp_c {
+            let _ = writeln!(s, "jetdetect_temperature_celsius{{zone=\"{zone}\"}} {c}");
+        }
+    }
+    if !t.power_mw.is_empty() {
+        let _ = writeln!(s, "# TYPE jetdetect_power_watts gauge");
+        for (rail, mw) in &t.power_mw {
+            let _ = writeln!(s, "jetdetect_power_watts{{rail=\"{rail}\"}} {}", mw / 1e3);
+        }
+    }
+    let _ = writeln!(s, "# TYPE jetdetect_throttling gauge\njetdetect_throttling {}", t.throttling as u8);
+    let _ = writeln!(s, "# TYPE jetdetect_clocks_pinned gauge\njetdetect_clocks_pinned {}", t.pinned as u8);
     s
 }
 
@@ -139,7 +163,9 @@ mod tests {
         let m = MetricsServer::start("127.0.0.1:0").unwrap();
         let mut stats = LatencyStats::new();
         stats.record([1000, 2000, 3000, 100, 50, 6150]);
-        m.update(render(FrameCounters { captured: 5, ..Default::default() }, 29.5, 2, &stats));
+        let mut t = Telemetry::default();
+        t.temp_c.insert("gpu-thermal".into(), 44.5);
+        m.update(render(FrameCounters { captured: 5, ..Default::default() }, 29.5, 2, &stats, &t));
         let get = |path: &str| {
             let mut c = TcpStream::connect(m.local_addr()).unwrap();
             write!(c, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
@@ -154,6 +180,7 @@ mod tests {
             body.contains("jetdetect_latency_seconds{stage=\"inference\",quantile=\"0.5\"} 0.003"),
             "{body}"
         );
+        assert!(body.contains("jetdetect_temperature_celsius{zone=\"gpu-thermal\"} 44.5"), "{body}");
         assert!(get("/").starts_with("HTTP/1.0 404"));
     }
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::clock::{mono_ns, ms_between};
 use crate::detector::StageTimes;
 use crate::frame::GroundTruth;
+use crate::power::telemetry::Telemetry;
 use crate::stats::{LatencyStats, Percentiles, STAGES};
 use crate::yolo::{ClassNames, Detection};
 
@@ -228,6 +229,7 @@ struct StatsMessage<'a> {
     fps: Fps,
     clients: usize,
     source: &'a SourceState,
+    telemetry: &'a Telemetry,
     latency_ms: LatencyTable<'a>,
 }
 
@@ -259,6 +261,8 @@ pub struct StatsInput<'a> {
     pub source: &'a SourceState,
     /// Latency histograms over the interval.
     pub latency: &'a LatencyStats,
+    /// The board's latest telemetry sample.
+    pub telemetry: &'a Telemetry,
 }
 
 #[derive(Serialize)]
@@ -294,6 +298,7 @@ pub fn write_stats(out: &mut Vec<u8>, s: &StatsInput) {
         fps: Fps { capture: rate(s.interval.captured), processed: rate(s.interval.processed) },
         clients: s.clients,
         source: s.source,
+        telemetry: s.telemetry,
         latency_ms: LatencyTable(s.latency),
     };
     let _ = serde_json::to_writer(&mut *out, &msg);

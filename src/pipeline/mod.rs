@@ -31,6 +31,8 @@ use crate::output::metrics::{self, MetricsServer};
 use crate::output::notify::Notifier;
 use crate::output::protocol::{self, FrameCounters, FrameReport, Hello, SourceState, StatsInput};
 use crate::output::socket::SocketServer;
+use crate::power::telemetry::Telemetry;
+use crate::power::PowerSession;
 use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, STAGES};
 use slot::{LatestSlot, Taken};
@@ -186,6 +188,30 @@ fn source_state(shared: &Shared) -> SourceState {
 /// Runs the daemon until `stop` is set or the source ends.
 pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> Result<RunSummary> {
     let notifier = Notifier::from_env();
+    // Before anything else: put back clocks an unclean exit left changed, then
+    // apply the profile. Dropping the session (any return below) restores them.
+    let power = PowerSession::start(&config.power).map_err(|e| Error::Other(format!("[power]: {e}")))?;
+    let telemetry = Arc::new(Mutex::new(Telemetry::default()));
+    let telemetry_stop = Arc::new(AtomicBool::new(false));
+    let telemetry_thread = {
+        let (disc, t, stop) = (power.discovered.clone(), telemetry.clone(), telemetry_stop.clone());
+        let period = Duration::from_millis(config.power.telemetry_ms);
+        std::thread::Builder::new()
+            .name("telemetry".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let sample = Telemetry::sample(&disc);
+                    if let Ok(mut slot) = t.lock() {
+                        *slot = sample;
+                    }
+                    let until = Instant::now() + period;
+                    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            })
+            .map_err(|e| Error::Other(format!("cannot start the telemetry thread: {e}")))?
+    };
     let src = source::open_with(&config.source.uri, &config.source.controls)?;
     log::info!("source: {}", src.describe());
     let mut detector = Detector::from_config(config)?;
@@ -313,6 +339,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                     clients: server.clients(),
                     source: &source_state,
                     latency: &window,
+                    telemetry: &telemetry.lock().map(|t| t.clone()).unwrap_or_default(),
                 },
             );
             server.broadcast(&line);
@@ -329,7 +356,8 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 server.clients()
             );
             if let Some(m) = &metrics {
-                m.update(metrics::render(now_counts, fps, server.clients(), &window));
+                let t = telemetry.lock().map(|t| t.clone()).unwrap_or_default();
+                m.update(metrics::render(now_counts, fps, server.clients(), &window, &t));
             }
             notifier.send(&format!(
                 "STATUS={fps:.1} fps, p99 {:.1} ms, {} clients",
@@ -347,6 +375,8 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     }
     let _ = capture.join();
     let _ = inference.join();
+    telemetry_stop.store(true, Ordering::Relaxed);
+    let _ = telemetry_thread.join();
     total.merge(&window);
     let seconds = started.elapsed().as_secs_f64();
     let frames = counters(published);
@@ -369,6 +399,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
             clients: server.clients(),
             source: &source_state,
             latency: &total,
+            telemetry: &telemetry.lock().map(|t| t.clone()).unwrap_or_default(),
         },
     );
     server.broadcast(&line);
@@ -376,6 +407,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     protocol::write_bye(&mut line, &reason);
     server.close(&line);
     print_summary(&frames, &total, seconds, &reason);
+    drop(power);
     Ok(RunSummary { frames, reason, seconds })
 }
 

@@ -1,0 +1,334 @@
+//! Clock control on fixture trees of real boards (tests/fixtures/jetson/, made by
+//! make_trees.py from the sysfs reference): apply, verify, restore byte for
+//! byte, stale-state recovery, SIGTERM/SIGKILL/panic, and bad trees.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, PowerConfig, PowerSession, StateFile};
+
+const BOARDS: [&str; 5] = ["nano-jp4", "xavier-nx-jp5", "orin-nano-jp6", "agx-orin-jp6", "agx-orin-jp7"];
+
+fn fixture(board: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(board)
+}
+
+/// A private copy of a board's tree (tests write to it).
+fn copy(board: &str, tag: &str) -> PathBuf {
+    let dst = std::env::temp_dir().join(format!("jd-power-{}-{board}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dst);
+    let ok = Command::new("cp").arg("-a").arg(fixture(board)).arg(&dst).status().unwrap().success();
+    assert!(ok);
+    dst
+}
+
+/// Every file and symlink under `dir`, with contents / targets.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if meta.file_type().is_symlink() {
+                out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
+            } else if meta.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap().trim().to_string()
+}
+
+fn config(root: &Path, profile: &str) -> PowerConfig {
+    PowerConfig {
+        profile: profile.into(),
+        root: root.to_path_buf(),
+        state_file: root.with_extension("state"),
+        ..PowerConfig::default()
+    }
+}
+
+#[test]
+fn boards_are_detected_and_their_files_discovered() {
+    let expect = [
+        ("nano-jp4", "T210", "R32.7.4", 4, "POM_5V_IN"),
+        ("xavier-nx-jp5", "T194", "R35.4.1", 6, "VDD_IN"),
+        ("orin-nano-jp6", "T234", "R36.4.3", 6, "VDD_IN"),
+        ("agx-orin-jp6", "T234", "R36.4.3", 12, "VIN_SYS_5V0"),
+        ("agx-orin-jp7", "T234", "R38.2.0", 12, "VIN_SYS_5V0"),
+    ];
+    for (board, soc, l4t, cores, total_rail) in expect {
+        let root = fixture(board);
+        let b = Board::detect(&root);
+        assert_eq!(format!("{:?}", b.soc.unwrap()), soc, "{board}");
+        assert_eq!(b.l4t.as_deref(), Some(l4t), "{board}");
+        let d = Discovered::scan(&root);
+        let g = d.gpu.as_ref().unwrap_or_else(|| panic!("{board}: no GPU"));
+        assert!(g.available.len() >= 5 && g.railgate.is_some() && g.load.is_some(), "{board}: {g:?}");
+        assert_eq!(d.cpus.len(), cores, "{board}");
+        assert!(d.emc.is_some() && d.fan_pwm.is_some(), "{board}");
+        let t = Telemetry::sample(&d);
+        assert!(t.temp_c.len() >= 4, "{board}: {t:?}");
+        assert!(t.power_mw.contains_key(total_rail) && t.total_mw.is_some(), "{board}: {t:?}");
+        assert!(!t.pinned && !t.throttling, "{board}: {t:?}");
+    }
+    let pc = Board::detect(&fixture("not-a-jetson"));
+    assert!(!pc.is_jetson());
+    assert!(pc.to_string().contains("telemetry only"));
+    let t = Telemetry::sample(&Discovered::scan(&fixture("not-a-jetson")));
+    assert_eq!(t.temp_c.get("x86_pkg_temp"), Some(&52.0));
+}
+
+#[test]
+fn every_profile_applies_and_restores_byte_for_byte_on_every_board() {
+    for board in BOARDS {
+        for profile in ["max", "locked"] {
+            let root = copy(board, profile);
+            let before = snapshot(&root);
+            let cfg = config(&root, profile);
+            let disc = Discovered::scan(&root);
+            let writes = power::plan(&cfg, &disc).unwrap();
+            let state = StateFile::new(&cfg.state_file);
+            let done = power::apply(&root, &disc, &writes, &state).unwrap();
+            assert!(done.mismatches.is_empty(), "{board} {profile}: {:?}", done.mismatches);
+            let g = disc.gpu.as_ref().unwrap();
+            let top = g.available.last().unwrap().to_string();
+            assert_eq!(read(&g.dir.join("min_freq")), top, "{board} {profile}: GPU floor at the top");
+            assert_eq!(read(g.railgate.as_ref().unwrap()), "0");
+            for c in &disc.cpus {
+                assert_eq!(read(&c.cpufreq.join("scaling_min_freq")), c.max_khz.to_string());
+                assert!(c.idle_states.iter().all(|s| read(s) == "1"), "{board}: cpuidle off");
+            }
+            assert!(Telemetry::sample(&disc).pinned || profile == "max", "{board} {profile}");
+            assert!(state.exists());
+            let n = state.restore(&root, &disc).unwrap();
+            assert!(n > 0 && !state.exists());
+            assert!(snapshot(&root) == before, "{board} {profile}: the tree is not byte-for-byte as before");
+        }
+    }
+}
+
+#[test]
+fn the_nano_gpu_locks_at_918_mhz_as_921_6_and_impossible_values_list_the_valid_ones() {
+    let root = copy("nano-jp4", "918");
+    let disc = Discovered::scan(&root);
+    let mut cfg = config(&root, "locked");
+    cfg.gpu_mhz = Some(918);
+    let writes = power::plan(&cfg, &disc).unwrap();
+    power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap();
+    let g = disc.gpu.as_ref().unwrap();
+    assert_eq!(read(&g.dir.join("min_freq")), "921600000");
+    assert_eq!(read(&g.dir.join("max_freq")), "921600000");
+    cfg.gpu_mhz = Some(2000);
+    let e = power::plan(&cfg, &disc).unwrap_err().to_string();
+    assert!(
+        e.contains("2000 MHz is not possible") && e.contains("76.8, 153.6") && e.contains("921.6"),
+        "{e}"
+    );
+    StateFile::new(&cfg.state_file).restore(&root, &disc).unwrap();
+}
+
+#[test]
+fn a_stale_state_file_is_restored_at_the_next_start() {
+    let root = copy("orin-nano-jp6", "stale");
+    let before = snapshot(&root);
+    let cfg = config(&root, "max");
+    let disc = Discovered::scan(&root);
+    // A run that applied clocks and then died (no restore).
+    let writes = power::plan(&cfg, &disc).unwrap();
+    power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap();
+    assert!(snapshot(&root) != before);
+    // The next start, even with the dynamic profile, restores first.
+    let session = PowerSession::start(&config(&root, "dynamic")).unwrap();
+    assert!(!cfg.state_file.exists());
+    assert!(snapshot(&root) == before);
+    drop(session);
+}
+
+#[test]
+fn a_panic_restores_the_clocks() {
+    let root = copy("xavier-nx-jp5", "panic");
+    let before = snapshot(&root);
+    let cfg = config(&root, "max");
+    let r = std::panic::catch_unwind(|| {
+        let session = PowerSession::start(&cfg).unwrap();
+        std::mem::forget(session); // only the panic hook can restore now
+        panic!("boom");
+    });
+    assert!(r.is_err());
+    assert!(!cfg.state_file.exists(), "the panic hook restored and removed the state file");
+    assert!(snapshot(&root) == before);
+}
+
+#[test]
+fn broken_trees_give_clear_errors_and_nothing_is_left_changed() {
+    let root = copy("agx-orin-jp6", "broken");
+    let before = snapshot(&root);
+    let disc = Discovered::scan(&root);
+    let g = disc.gpu.clone().unwrap();
+    // The GPU floor file turns into a directory: the write fails, the rest is undone.
+    std::fs::remove_file(g.dir.join("min_freq")).unwrap();
+    std::fs::create_dir(g.dir.join("min_freq")).unwrap();
+    let cfg = config(&root, "max");
+    let writes = power::plan(&cfg, &disc).unwrap();
+    let e = power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap_err().to_string();
+    assert!(e.contains("min_freq: cannot read") || e.contains("min_freq: cannot write"), "{e}");
+    std::fs::remove_dir(g.dir.join("min_freq")).unwrap();
+    std::fs::write(g.dir.join("min_freq"), "306000000\n").unwrap();
+    assert!(snapshot(&root) == before, "nothing left changed");
+    // A file missing on this JetPack is named.
+    std::fs::remove_file(disc.cpus[3].cpufreq.join("scaling_max_freq")).unwrap();
+    let e = power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap_err().to_string();
+    assert!(e.contains("cpu3/cpufreq/scaling_max_freq") && e.contains("missing"), "{e}");
+}
+
+#[test]
+fn the_cli_refuses_non_jetsons_and_explains_missing_permissions() {
+    let bin = env!("CARGO_BIN_EXE_jetdetect");
+    let o = Command::new(bin).args(["clocks", "apply", "--profile", "max"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !Board::detect(Path::new("/")).is_jetson() {
+        assert_eq!(o.status.code(), Some(1));
+        assert!(err.contains("not a Jetson") && err.contains("refusing"), "{err}");
+    }
+    // Not root: run as nobody with setpriv (util-linux), where available.
+    let root = copy("orin-nano-jp6", "perm");
+    let has_setpriv = Command::new("setpriv").arg("--help").output().is_ok();
+    let is_root = unsafe { libc::geteuid() } == 0;
+    if has_setpriv && is_root {
+        let state = std::env::temp_dir().join(format!("jd-perm-{}.state", std::process::id()));
+        let o = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                bin,
+                "clocks",
+                "apply",
+                "--profile",
+                "max",
+                "--root",
+            ])
+            .arg(&root)
+            .arg("--state-file")
+            .arg(&state)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("needs root") || err.contains("Permission denied"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+fn daemon_config(root: &Path, dir: &Path) -> PathBuf {
+    let cfg = dir.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[source]\nuri = \"synthetic://?width=320&height=240&fps=15\"\n[model]\npath = \"{}\"\n\
+             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n[power]\nprofile = \"locked\"\nroot = \"{}\"\n\
+             state_file = \"clocks.state\"\ntelemetry_ms = 200\n",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/obstacles-v8.onnx").display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+fn start_daemon(cfg: &Path, dir: &Path) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["run", "--config"])
+        .arg(cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::os::unix::net::UnixStream::connect(dir.join("d.sock")).is_err() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_sigkill() {
+    use std::io::BufRead;
+    let root = copy("agx-orin-jp7", "daemon");
+    let before = snapshot(&root);
+    let dir = root.with_extension("run");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = daemon_config(&root, &dir);
+
+    let mut child = start_daemon(&cfg, &dir);
+    assert!(snapshot(&root) != before, "the profile was applied");
+    assert!(dir.join("clocks.state").exists());
+    let sock = std::os::unix::net::UnixStream::connect(dir.join("d.sock")).unwrap();
+    let mut lines = std::io::BufReader::new(sock).lines();
+    let stats: serde_json::Value = loop {
+        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if v["type"] == "stats" {
+            break v;
+        }
+    };
+    let t = &stats["telemetry"];
+    assert_eq!(t["pinned"], true, "{t}");
+    assert!(t["temp_c"]["gpu-thermal"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["power_mw"]["VDD_GPU_SOC"].as_f64().unwrap() > 0.0, "{t}");
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(!dir.join("clocks.state").exists());
+    assert!(snapshot(&root) == before, "SIGTERM restored the tree byte for byte");
+
+    // SIGKILL leaves the clocks changed; the next start restores them first.
+    let mut child = start_daemon(&cfg, &dir);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(dir.join("clocks.state").exists() && snapshot(&root) != before);
+    let _ = std::fs::remove_file(dir.join("d.sock"));
+    let o = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["clocks", "restore", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(snapshot(&root) == before, "restored after SIGKILL");
+}
+
+#[test]
+fn nvpmodel_modes_switch_by_name_warn_about_reboots_and_are_restored() {
+    use jetdetect::power::nvpmodel::Nvpmodel;
+    // The fixture's nvpmodel is a stand-in with the real tool's -q / -m interface.
+    let root = copy("agx-orin-jp6", "nvp");
+    let before = snapshot(&root);
+    let nv = Nvpmodel::find(&root).unwrap();
+    assert_eq!(nv.current().unwrap(), 2);
+    let e = nv.resolve("MODE_99W").unwrap_err().to_string();
+    assert!(e.contains("0 (MAXN), 1 (MODE_15W), 2 (MODE_30W), 3 (MODE_50W)"), "{e}");
+    let disc = Discovered::scan(&root);
+    let cfg = config(&root, "max");
+    let writes = power::plan(&cfg, &disc).unwrap();
+    let state = StateFile::new(&cfg.state_file);
+    let done =
+        power::apply_with_mode(&root, &disc, Some((&nv, nv.resolve("mode_15w").unwrap())), &writes, &state)
+            .unwrap();
+    assert!(done.reboot_needed.unwrap().contains("after a reboot"));
+    assert_eq!(nv.current().unwrap(), 1);
+    state.restore(&root, &disc).unwrap();
+    assert_eq!(nv.current().unwrap(), 2, "the original mode is back");
+    assert!(snapshot(&root) == before);
+}
