@@ -11,10 +11,10 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::uri::SourceUri;
-use super::{FrameSource, SourceError};
+use super::{FrameSource, Pacer, SourceError};
 use crate::frame::{wall_clock_ns, Frame, PixelFormat};
 
 /// File extensions read as images.
@@ -61,8 +61,7 @@ enum Content {
 pub struct FileSource {
     content: Content,
     looping: bool,
-    interval: Option<Duration>,
-    next_deadline: Option<Instant>,
+    pacer: Pacer,
     seq: u64,
     text: String,
 }
@@ -146,26 +145,7 @@ impl FileSource {
                 .map_err(|e| SourceError::Io(format!("{}: cannot open: {e}", path.display())))?;
             Content::Raw { path, file, width, height, format, frame_len }
         };
-        Ok(FileSource {
-            content,
-            looping,
-            interval: (fps > 0.0).then(|| Duration::from_secs_f64(1.0 / fps)),
-            next_deadline: None,
-            seq: 0,
-            text: uri.text.clone(),
-        })
-    }
-
-    fn pace(&mut self) {
-        if let Some(interval) = self.interval {
-            let now = Instant::now();
-            let deadline = *self.next_deadline.get_or_insert(now);
-            if deadline > now {
-                std::thread::sleep(deadline - now);
-            }
-            let next = deadline + interval;
-            self.next_deadline = Some(next.max(Instant::now()));
-        }
+        Ok(FileSource { content, looping, pacer: Pacer::new(fps), seq: 0, text: uri.text.clone() })
     }
 }
 
@@ -180,7 +160,7 @@ impl FrameSource for FileSource {
     }
 
     fn next_frame(&mut self, frame: &mut Frame) -> Result<bool, SourceError> {
-        self.pace();
+        self.pacer.wait();
         match &mut self.content {
             Content::Images { paths, next } => {
                 if *next >= paths.len() {
@@ -226,7 +206,7 @@ impl FrameSource for FileSource {
     }
 
     fn nominal_fps(&self) -> Option<f64> {
-        self.interval.map(|d| 1.0 / d.as_secs_f64())
+        self.pacer.fps()
     }
 }
 

@@ -54,6 +54,38 @@ pub trait FrameSource: Send {
     }
 }
 
+/// Paces a source at a frame rate, like a camera: frames are due every
+/// interval, and after a stall the schedule restarts from now instead of
+/// catching up with a burst.
+#[derive(Clone, Debug)]
+pub struct Pacer {
+    interval: Option<std::time::Duration>,
+    next: Option<std::time::Instant>,
+}
+
+impl Pacer {
+    /// A pacer for `fps` frames per second; 0 never waits.
+    pub fn new(fps: f64) -> Pacer {
+        Pacer { interval: (fps > 0.0).then(|| std::time::Duration::from_secs_f64(1.0 / fps)), next: None }
+    }
+
+    /// Sleeps until the next frame is due.
+    pub fn wait(&mut self) {
+        let Some(interval) = self.interval else { return };
+        let now = std::time::Instant::now();
+        let due = *self.next.get_or_insert(now);
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        self.next = Some((due + interval).max(std::time::Instant::now()));
+    }
+
+    /// The rate, when paced.
+    pub fn fps(&self) -> Option<f64> {
+        self.interval.map(|d| 1.0 / d.as_secs_f64())
+    }
+}
+
 /// Opens the source a URI names.
 pub fn open(uri: &str) -> Result<Box<dyn FrameSource>, SourceError> {
     open_with(uri, &BTreeMap::new())

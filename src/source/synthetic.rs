@@ -9,10 +9,10 @@
 //! noise. Objects bounce off the frame edges and may occlude each other; the
 //! ground truth says how much of each is visible.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::uri::SourceUri;
-use super::{FrameSource, SourceError};
+use super::{FrameSource, Pacer, SourceError};
 pub use crate::frame::GroundTruth;
 use crate::frame::{encode_rgb, wall_clock_ns, Frame, PixelFormat};
 
@@ -294,10 +294,9 @@ impl Scene {
 pub struct SyntheticSource {
     scene: Scene,
     format: PixelFormat,
-    frame_interval: Option<Duration>,
+    pacer: Pacer,
     max_frames: u64,
     next_index: u64,
-    next_deadline: Option<Instant>,
     rgb: Vec<u8>,
     ids: Vec<u8>,
     truth: Vec<GroundTruth>,
@@ -335,10 +334,9 @@ impl SyntheticSource {
         Ok(SyntheticSource {
             scene: Scene::new(width, height, objects, seed, 6),
             format,
-            frame_interval: (fps > 0.0).then(|| Duration::from_secs_f64(1.0 / fps)),
+            pacer: Pacer::new(fps),
             max_frames,
             next_index: 0,
-            next_deadline: None,
             rgb: Vec::new(),
             ids: Vec::new(),
             truth: Vec::new(),
@@ -356,16 +354,7 @@ impl FrameSource for SyntheticSource {
         if self.max_frames > 0 && self.next_index >= self.max_frames {
             return Ok(false);
         }
-        if let Some(interval) = self.frame_interval {
-            let now = Instant::now();
-            let deadline = *self.next_deadline.get_or_insert(now);
-            if deadline > now {
-                std::thread::sleep(deadline - now);
-            }
-            // Like a camera, never "catch up" with a burst after a stall.
-            let next = deadline + interval;
-            self.next_deadline = Some(if next < Instant::now() { Instant::now() } else { next });
-        }
+        self.pacer.wait();
         let t = self.next_index;
         self.scene.render(t, &mut self.rgb, &mut self.ids, &mut self.truth);
         encode_rgb(&self.rgb, self.scene.width(), self.scene.height(), self.format, &mut frame.data);
@@ -384,7 +373,7 @@ impl FrameSource for SyntheticSource {
     }
 
     fn nominal_fps(&self) -> Option<f64> {
-        self.frame_interval.map(|d| 1.0 / d.as_secs_f64())
+        self.pacer.fps()
     }
 }
 
