@@ -483,6 +483,12 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
         cfg.state_file = s.clone();
     }
     let perr = |e: power::PowerError| Error::Other(e.0);
+    if !cfg.root.is_dir() {
+        return Err(Error::Other(format!(
+            "--root {}: not a directory (it stands for /)",
+            cfg.root.display()
+        )));
+    }
     let board = Board::detect(&cfg.root);
     let disc = Discovered::scan(&cfg.root);
     let state = StateFile::new(&cfg.state_file);

@@ -203,3 +203,13 @@ fn record_then_replay_round_trips_frames() {
     assert!(stderr(&o).contains("width=64&height=48&format=yuyv"));
     assert_eq!(std::fs::metadata(&out).unwrap().len(), 3 * 64 * 48 * 2);
 }
+
+#[test]
+fn clock_and_camera_commands_refuse_bad_targets() {
+    let o = jetdetect(&["clocks", "show", "--root", "/nonexistent-jd"]);
+    assert_clean_failure(&o, &["/nonexistent-jd", "not a directory"]);
+    let o = jetdetect(&["probe-camera", "/dev/null"]);
+    assert_clean_failure(&o, &["/dev/null", "not a V4L2 device"]);
+    let o = jetdetect(&["probe-camera", "/dev/video-none-jd"]);
+    assert_clean_failure(&o, &["/dev/video-none-jd", "cannot open"]);
+}

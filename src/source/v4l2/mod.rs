@@ -461,9 +461,11 @@ pub fn probe(path: Option<&Path>) -> Result<String, String> {
         return Err("no /dev/video* nodes: is a camera connected and its driver loaded?".into());
     }
     let mut out = String::new();
+    let single = path.is_some();
     for p in nodes {
         let d = match Device::open(&p) {
             Ok(d) => d,
+            Err(e) if single => return Err(format!("{}: cannot open: {e}", p.display())),
             Err(e) => {
                 let _ = writeln!(out, "{}: cannot open: {e}", p.display());
                 continue;
@@ -471,6 +473,7 @@ pub fn probe(path: Option<&Path>) -> Result<String, String> {
         };
         let (driver, card, caps) = match d.capabilities() {
             Ok(c) => c,
+            Err(e) if single => return Err(format!("{}: not a V4L2 device: {e}", p.display())),
             Err(e) => {
                 let _ = writeln!(out, "{}: not a V4L2 device: {e}", p.display());
                 continue;
