@@ -93,13 +93,27 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// Engine name; this build has `tract` (pure Rust, CPU).
+    /// `tract` (pure Rust, CPU, no library) or `onnxruntime` (TensorRT / CUDA / CPU providers).
     pub kind: String,
+    /// ONNX Runtime library; empty: `ORT_DYLIB_PATH`, then the usual JetPack and system places.
+    pub library: PathBuf,
+    /// ONNX Runtime execution providers in order of preference: `tensorrt`, `cuda`, `cpu`.
+    pub providers: Vec<String>,
+    /// Intra-op threads for ONNX Runtime (0: its default).
+    pub threads: usize,
+    /// `[engine.tensorrt]`
+    pub tensorrt: crate::engine::onnxruntime::TensorRtOptions,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { kind: "tract".to_string() }
+        EngineConfig {
+            kind: "tract".to_string(),
+            library: PathBuf::new(),
+            providers: crate::engine::onnxruntime::PROVIDERS.iter().map(|p| p.to_string()).collect(),
+            threads: 0,
+            tensorrt: Default::default(),
+        }
     }
 }
 
@@ -252,6 +266,9 @@ impl Config {
         self.model.names = self.model.names.as_deref().map(|p| join(base, p));
         self.output.socket = join(base, &self.output.socket);
         self.power.root = join(base, &self.power.root);
+        if !self.engine.library.as_os_str().is_empty() {
+            self.engine.library = join(base, &self.engine.library);
+        }
         self.power.state_file = join(base, &self.power.state_file);
         // A relative file:// location is relative to the config file too.
         if let Some(rest) = self.source.uri.strip_prefix("file://") {
@@ -304,6 +321,40 @@ impl Config {
                     self.engine.kind,
                     engine::KINDS.join(", ")
                 ),
+            ));
+        }
+        for p in &self.engine.providers {
+            if !crate::engine::onnxruntime::PROVIDERS.contains(&p.as_str()) {
+                return Err(err(
+                    "engine",
+                    "providers",
+                    format!("'{p}' is not a provider: use tensorrt, cuda, cpu"),
+                ));
+            }
+        }
+        if self.engine.providers.is_empty() {
+            return Err(err("engine", "providers", "must list at least one of tensorrt, cuda, cpu".into()));
+        }
+        let t = &self.engine.tensorrt;
+        if !["fp16", "fp32", "int8"].contains(&t.precision.as_str()) {
+            return Err(err(
+                "engine.tensorrt",
+                "precision",
+                format!("'{}': use fp16, fp32 or int8", t.precision),
+            ));
+        }
+        if t.precision == "int8" && t.int8_calibration_table.is_none() {
+            return Err(err(
+                "engine.tensorrt",
+                "int8_calibration_table",
+                "precision = \"int8\" needs a calibration table".into(),
+            ));
+        }
+        if t.builder_optimization_level > 5 {
+            return Err(err(
+                "engine.tensorrt",
+                "builder_optimization_level",
+                format!("{} is out of range: allowed 0 to 5", t.builder_optimization_level),
             ));
         }
         if self.preprocess.device != "cpu" {

@@ -37,7 +37,14 @@ pub struct Detector {
 impl Detector {
     /// Loads the model and builds the stages the configuration asks for.
     pub fn from_config(config: &Config) -> Result<Detector> {
-        let options = EngineOptions { dynamic_input: (config.model.input_width, config.model.input_height) };
+        let e = &config.engine;
+        let options = EngineOptions {
+            dynamic_input: (config.model.input_width, config.model.input_height),
+            ort_library: (!e.library.as_os_str().is_empty()).then(|| e.library.clone()),
+            providers: e.providers.clone(),
+            threads: e.threads,
+            tensorrt: e.tensorrt.clone(),
+        };
         let engine = engine::open(&config.engine.kind, &config.model.path, &options)?;
         let names = match &config.model.names {
             Some(p) => Some(ClassNames::from_file(p).map_err(Error::Model)?),

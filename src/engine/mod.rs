@@ -6,6 +6,7 @@
 //! Engines know nothing about cameras or boxes. A new backend (ONNX Runtime,
 //! TensorRT) is a new module implementing the trait plus one arm in [`open`].
 
+pub mod onnxruntime;
 pub mod tract;
 
 use std::collections::BTreeMap;
@@ -30,11 +31,25 @@ pub enum EngineError {
 pub struct EngineOptions {
     /// Input size `(width, height)` to use when the model's input size is not fixed.
     pub dynamic_input: (u32, u32),
+    /// ONNX Runtime library (`[engine] library`); `None`: `ORT_DYLIB_PATH` or the usual places.
+    pub ort_library: Option<std::path::PathBuf>,
+    /// ONNX Runtime execution providers, in order of preference.
+    pub providers: Vec<String>,
+    /// Intra-op threads (0: the engine's default).
+    pub threads: usize,
+    /// TensorRT provider options.
+    pub tensorrt: onnxruntime::TensorRtOptions,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { dynamic_input: (640, 640) }
+        EngineOptions {
+            dynamic_input: (640, 640),
+            ort_library: None,
+            providers: onnxruntime::PROVIDERS.iter().map(|p| p.to_string()).collect(),
+            threads: 0,
+            tensorrt: onnxruntime::TensorRtOptions::default(),
+        }
     }
 }
 
@@ -66,12 +81,13 @@ pub trait Engine: Send {
 }
 
 /// The engine kinds this build knows, for config validation and messages.
-pub const KINDS: [&str; 1] = ["tract"];
+pub const KINDS: [&str; 2] = ["tract", "onnxruntime"];
 
 /// Loads `model` with the engine called `kind`.
 pub fn open(kind: &str, model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, EngineError> {
     match kind {
         "tract" => Ok(Box::new(tract::TractEngine::load(model, options)?)),
+        "onnxruntime" => Ok(Box::new(onnxruntime::OrtEngine::load(model, options)?)),
         other => {
             Err(EngineError::Model(format!("unknown engine '{other}': this build has {}", KINDS.join(", "))))
         }

@@ -1,0 +1,367 @@
+//! ONNX Runtime through its C API (the `ort` crate, loaded at run time): the
+//! TensorRT execution provider (FP16/INT8, DLA, engine and timing caches, CUDA
+//! graphs) on a Jetson, CUDA, or the CPU provider anywhere. The binary builds
+//! and runs without the library; it is found at run time in `[engine]
+//! library`, `ORT_DYLIB_PATH`, or the usual JetPack and pip locations.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ort::ep;
+use ort::session::Session;
+use ort::value::{TensorRef, ValueType};
+
+use super::{Engine, EngineError, EngineOptions};
+
+/// `[engine.tensorrt]`: TensorRT execution provider options.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TensorRtOptions {
+    /// `fp16`, `fp32` or `int8`.
+    pub precision: String,
+    /// INT8 calibration table (TensorRT format), required for `int8`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub int8_calibration_table: Option<PathBuf>,
+    /// DLA core to run on (with GPU fallback); none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dla_core: Option<u32>,
+    /// Where engine and timing caches live; empty disables caching.
+    pub cache_dir: PathBuf,
+    /// TensorRT builder optimisation level, 0..=5.
+    pub builder_optimization_level: u8,
+    /// Capture the run as a CUDA graph.
+    pub cuda_graph: bool,
+    /// Builder workspace in MiB.
+    pub workspace_mib: usize,
+}
+
+impl Default for TensorRtOptions {
+    fn default() -> Self {
+        TensorRtOptions {
+            precision: "fp16".into(),
+            int8_calibration_table: None,
+            dla_core: None,
+            cache_dir: PathBuf::from("/var/cache/jetdetect/tensorrt"),
+            builder_optimization_level: 3,
+            cuda_graph: false,
+            workspace_mib: 1024,
+        }
+    }
+}
+
+/// Execution providers by name, in the order they are tried.
+pub const PROVIDERS: [&str; 3] = ["tensorrt", "cuda", "cpu"];
+
+/// Where ONNX Runtime is looked for when no path is configured.
+pub const SEARCH: [&str; 6] = [
+    "/usr/lib/aarch64-linux-gnu/libonnxruntime.so",
+    "/usr/local/lib/libonnxruntime.so",
+    "/usr/lib/libonnxruntime.so",
+    "/usr/lib/x86_64-linux-gnu/libonnxruntime.so",
+    "/opt/onnxruntime/lib/libonnxruntime.so",
+    "/usr/local/lib/python3/dist-packages/onnxruntime/capi/libonnxruntime.so",
+];
+
+/// The library to load: the configured path, `ORT_DYLIB_PATH`, or the first that exists in [`SEARCH`].
+pub fn find_library(configured: Option<&Path>) -> Result<PathBuf, EngineError> {
+    if let Some(p) = configured.filter(|p| !p.as_os_str().is_empty()) {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    SEARCH.iter().map(PathBuf::from).find(|p| p.exists()).ok_or_else(|| {
+        EngineError::Model(format!(
+            "ONNX Runtime library not found: set [engine] library or ORT_DYLIB_PATH to libonnxruntime.so \
+             (JetPack: NVIDIA's onnxruntime-gpu wheel ships it in onnxruntime/capi/; elsewhere the onnxruntime \
+             wheel from PyPI does), or use [engine] kind = \"tract\". Looked in: {}",
+            SEARCH.join(", ")
+        ))
+    })
+}
+
+/// Loads the library once per process and returns its environment. A failed
+/// load is not remembered, so a corrected path can be tried again.
+fn environment(library: &Path) -> Result<&'static ort::environment::Environment, EngineError> {
+    static LOADED: Mutex<Option<(PathBuf, &'static ort::environment::Environment)>> = Mutex::new(None);
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, env)) = loaded.as_ref() {
+        return if p == library {
+            Ok(*env)
+        } else {
+            Err(EngineError::Model(format!(
+                "ONNX Runtime is already loaded from {}; one process can load only one ({} was asked for)",
+                p.display(),
+                library.display()
+            )))
+        };
+    }
+    if !library.exists() {
+        return Err(EngineError::Model(format!(
+            "{}: no such file: set [engine] library or ORT_DYLIB_PATH to libonnxruntime.so, or use [engine] kind = \"tract\"",
+            library.display()
+        )));
+    }
+    let mut why = String::new();
+    let builder = ort::init_from(library).map_err(|e| {
+        why = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            why.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        let hint = if cfg!(target_feature = "crt-static") {
+            " (this is a statically linked build, which cannot load libraries: use the JetPack/glibc build)"
+        } else {
+            " (is it ONNX Runtime 1.17 or newer, for this CPU architecture?)"
+        };
+        EngineError::Model(format!("{}: cannot load ONNX Runtime: {why}{hint}", library.display()))
+    })?;
+    let env = builder.with_name("jetdetect").build().map_err(|e| {
+        EngineError::Model(format!("{}: cannot initialise ONNX Runtime: {e}", library.display()))
+    })?;
+    let env: &'static ort::environment::Environment = Box::leak(Box::new(env));
+    *loaded = Some((library.to_path_buf(), env));
+    Ok(env)
+}
+
+/// A short hash of the model bytes, for engine cache names.
+fn model_key(bytes: &[u8]) -> String {
+    // FNV-1a 64: stable across builds and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A model loaded in ONNX Runtime.
+pub struct OrtEngine {
+    session: Session,
+    input_name: String,
+    input_shape: [usize; 4],
+    input: Vec<f32>,
+    output_shape: Vec<usize>,
+    output: Vec<f32>,
+    metadata: BTreeMap<String, String>,
+    label: String,
+}
+
+fn tensorrt(opts: &TensorRtOptions, key: &str) -> Result<ep::ExecutionProviderDispatch, EngineError> {
+    let mut trt = ep::TensorRT::default()
+        .with_builder_optimization_level(opts.builder_optimization_level)
+        .with_max_workspace_size(opts.workspace_mib << 20)
+        .with_cuda_graph(opts.cuda_graph);
+    match opts.precision.as_str() {
+        "fp16" => trt = trt.with_fp16(true),
+        "fp32" => {}
+        "int8" => {
+            let table = opts.int8_calibration_table.as_ref().ok_or_else(|| {
+                EngineError::Model(
+                    "[engine.tensorrt] precision = \"int8\" needs int8_calibration_table".into(),
+                )
+            })?;
+            trt = trt.with_int8(true).with_fp16(true).with_int8_calibration_table_name(table.display());
+        }
+        other => {
+            return Err(EngineError::Model(format!(
+                "[engine.tensorrt] precision = \"{other}\": use fp16, fp32 or int8"
+            )))
+        }
+    }
+    if let Some(core) = opts.dla_core {
+        trt = trt.with_dla(true).with_dla_core(core);
+    }
+    if !opts.cache_dir.as_os_str().is_empty() {
+        if let Err(e) = std::fs::create_dir_all(&opts.cache_dir) {
+            log::warn!(
+                "{}: cannot create the TensorRT cache folder ({e}): engines will be rebuilt at each start",
+                opts.cache_dir.display()
+            );
+        } else {
+            let dir = opts.cache_dir.display().to_string();
+            let dla = opts.dla_core.map(|c| format!("dla{c}")).unwrap_or_else(|| "gpu".into());
+            trt = trt
+                .with_engine_cache(true)
+                .with_engine_cache_path(&dir)
+                .with_engine_cache_prefix(format!("{key}_{}_{dla}", opts.precision))
+                .with_timing_cache(true)
+                .with_timing_cache_path(&dir);
+        }
+    }
+    Ok(trt.build().error_on_failure())
+}
+
+impl OrtEngine {
+    /// Loads `path` with the providers in `options.providers`, in order of preference.
+    pub fn load(path: &Path, options: &EngineOptions) -> Result<OrtEngine, EngineError> {
+        let library = find_library(options.ort_library.as_deref())?;
+        let env = environment(&library)?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            EngineError::Io(format!(
+                "{}: cannot read the model: {e} (check [model] path or --model)",
+                path.display()
+            ))
+        })?;
+        let key = model_key(&bytes);
+        let model_err = |what: &str, e: &dyn std::fmt::Display| {
+            EngineError::Model(format!("{}: {what}: {e}", path.display()))
+        };
+        let mut builder = Session::builder(env).map_err(|e| model_err("cannot create a session", &e))?;
+        if options.threads > 0 {
+            builder = builder.with_intra_threads(options.threads).map_err(|e| model_err("threads", &e))?;
+        }
+        let mut used = Vec::new();
+        let mut refused = Vec::new();
+        for name in &options.providers {
+            let dispatch = match name.as_str() {
+                "tensorrt" => tensorrt(&options.tensorrt, &key)?,
+                "cuda" => ep::CUDA::default().build().error_on_failure(),
+                "cpu" => ep::CPU::default().build().error_on_failure(),
+                other => {
+                    return Err(EngineError::Model(format!(
+                        "[engine] providers: unknown provider '{other}': use {}",
+                        PROVIDERS.join(", ")
+                    )))
+                }
+            };
+            match builder.with_execution_providers([dispatch]) {
+                Ok(b) => {
+                    builder = b;
+                    used.push(name.clone());
+                }
+                Err(e) => {
+                    let mut why = e.to_string();
+                    if name == "tensorrt" && options.tensorrt.dla_core.is_some() {
+                        why.push_str(
+                            " (DLA needs a Jetson with DLA cores (Xavier, Orin) and TensorRT <= 10.7)",
+                        );
+                    }
+                    log::warn!("{}: provider {name} unavailable: {why}", library.display());
+                    refused.push(format!("{name}: {why}"));
+                    builder = e.recover();
+                }
+            }
+        }
+        if used.is_empty() {
+            return Err(EngineError::Model(format!(
+                "{}: none of the providers {:?} could be used ({}); add \"cpu\" to [engine] providers to fall back",
+                library.display(),
+                options.providers,
+                refused.join("; ")
+            )));
+        }
+        let mut session = builder.commit_from_memory(&bytes).map_err(|e| {
+            model_err("ONNX Runtime cannot load this model (corrupt, or an engine build failure)", &e)
+        })?;
+        if session.inputs().len() != 1 {
+            return Err(EngineError::Model(format!(
+                "{}: the model has {} inputs; jetdetect needs one image input [1, 3, H, W]",
+                path.display(),
+                session.inputs().len()
+            )));
+        }
+        let input = &session.inputs()[0];
+        let input_name = input.name().to_string();
+        let dims: Vec<i64> = match input.dtype() {
+            ValueType::Tensor { shape, .. } => shape.iter().copied().collect(),
+            other => {
+                return Err(EngineError::Model(format!(
+                    "{}: the input is {other:?}, not a tensor",
+                    path.display()
+                )))
+            }
+        };
+        let (dw, dh) = options.dynamic_input;
+        let dim = |i: usize, default: usize| {
+            dims.get(i).copied().filter(|&d| d > 0).map(|d| d as usize).unwrap_or(default)
+        };
+        if dims.len() != 4 || dim(0, 1) != 1 || dim(1, 3) != 3 {
+            return Err(EngineError::Model(format!(
+                "{}: the input has shape {dims:?}; jetdetect needs an image input [1, 3, H, W]",
+                path.display()
+            )));
+        }
+        let input_shape = [1, 3, dim(2, dh as usize), dim(3, dw as usize)];
+        let mut metadata = BTreeMap::new();
+        if let Ok(meta) = session.metadata() {
+            for k in ["names", "stride", "imgsz", "task", "description"] {
+                if let Some(v) = meta.custom(k) {
+                    metadata.insert(k.to_string(), v);
+                }
+            }
+        }
+        // One run sizes the output (and builds the TensorRT engine, which may take minutes the first time).
+        let started = std::time::Instant::now();
+        log::info!(
+            "{}: preparing with {} (a TensorRT engine build can take minutes the first time)",
+            path.display(),
+            used.join(" > ")
+        );
+        let input_buf = vec![0f32; input_shape.iter().product()];
+        let output_shape: Vec<usize> = {
+            let t = TensorRef::from_array_view((input_shape, &input_buf[..]))
+                .map_err(|e| model_err("input", &e))?;
+            let out = session
+                .run(ort::inputs![input_name.as_str() => t])
+                .map_err(|e| model_err("the first run failed", &e))?;
+            let (shape, _) =
+                out[0].try_extract_tensor::<f32>().map_err(|e| model_err("the output is not f32", &e))?;
+            shape.iter().map(|&d| d as usize).collect()
+        };
+        log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
+        let n_out = output_shape.iter().product();
+        Ok(OrtEngine {
+            session,
+            input_name,
+            input_shape,
+            input: input_buf,
+            output_shape,
+            output: vec![0.0; n_out],
+            metadata,
+            label: format!("onnxruntime [{}] ({})", used.join(" > "), path.display()),
+        })
+    }
+}
+
+impl Engine for OrtEngine {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn input_shape(&self) -> [usize; 4] {
+        self.input_shape
+    }
+
+    fn output_shape(&self) -> &[usize] {
+        &self.output_shape
+    }
+
+    fn input_mut(&mut self) -> &mut [f32] {
+        &mut self.input
+    }
+
+    fn run(&mut self) -> Result<&[f32], EngineError> {
+        let err = |e: ort::Error| EngineError::Run(format!("{}: {e}", self.label));
+        let t = TensorRef::from_array_view((self.input_shape, &self.input[..])).map_err(err)?;
+        let out = self.session.run(ort::inputs![self.input_name.as_str() => t]).map_err(err)?;
+        let (_, data) = out[0].try_extract_tensor::<f32>().map_err(err)?;
+        if data.len() != self.output.len() {
+            return Err(EngineError::Run(format!(
+                "{}: output has {} values, expected {:?}",
+                self.label,
+                data.len(),
+                self.output_shape
+            )));
+        }
+        self.output.copy_from_slice(data);
+        drop(out);
+        Ok(&self.output)
+    }
+
+    fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+}
