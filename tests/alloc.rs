@@ -136,3 +136,33 @@ fn engine_allocations_per_frame_are_reported() {
     eprintln!("allocations in one Detector::detect (tract run included): {n}");
     assert!(n < 2000, "{n} allocations per frame");
 }
+
+#[test]
+fn onnxruntime_engine_allocations_per_frame_are_reported() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lib) = std::env::var_os("ORT_DYLIB_PATH").map(std::path::PathBuf::from).filter(|p| p.exists())
+    else {
+        eprintln!("ORT_DYLIB_PATH not set: skipped");
+        return;
+    };
+    let mut config = Config::default();
+    config.model.path = model();
+    config.engine.kind = "onnxruntime".into();
+    config.engine.library = lib;
+    config.engine.providers = vec!["cpu".into()];
+    let mut detector = Detector::from_config(&config).unwrap();
+    let mut src = source::open("synthetic://?width=640&height=480&fps=0&format=yuyv").unwrap();
+    let mut frame = Frame::empty();
+    for _ in 0..5 {
+        src.next_frame(&mut frame).unwrap();
+        detector.detect(&frame).unwrap();
+    }
+    src.next_frame(&mut frame).unwrap();
+    let n = count(|| {
+        detector.detect(&frame).unwrap();
+    });
+    // Counts the Rust side only: ONNX Runtime's own C++ allocations do not go through
+    // Rust's global allocator.
+    eprintln!("Rust allocations in one Detector::detect (ONNX Runtime CPU, I/O bound once): {n}");
+    assert!(n <= 8, "{n} Rust allocations per frame around a bound ONNX Runtime session");
+}

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use ort::ep;
 use ort::session::Session;
-use ort::value::{TensorRef, ValueType};
+use ort::value::{Tensor, TensorRef, ValueType};
 
 use super::{Engine, EngineError, EngineOptions};
 
@@ -140,9 +140,9 @@ fn model_key(bytes: &[u8]) -> String {
 /// A model loaded in ONNX Runtime.
 pub struct OrtEngine {
     session: Session,
-    input_name: String,
+    binding: ort::session::IoBinding,
     input_shape: [usize; 4],
-    input: Vec<f32>,
+    input: Tensor<f32>,
     output_shape: Vec<usize>,
     output: Vec<f32>,
     metadata: BTreeMap<String, String>,
@@ -312,12 +312,21 @@ impl OrtEngine {
             shape.iter().map(|&d| d as usize).collect()
         };
         log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
-        let n_out = output_shape.iter().product();
+        let n_out: usize = output_shape.iter().product();
+        // Input and output bound once to tensors allocated here: each run reuses them.
+        let input =
+            Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", &e))?;
+        let output = Tensor::<f32>::new(session.allocator(), output_shape.clone())
+            .map_err(|e| model_err("output tensor", &e))?;
+        let output_name = session.outputs()[0].name().to_string();
+        let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", &e))?;
+        binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", &e))?;
+        binding.bind_output(&output_name, output).map_err(|e| model_err("binding the output", &e))?;
         Ok(OrtEngine {
             session,
-            input_name,
+            binding,
             input_shape,
-            input: input_buf,
+            input,
             output_shape,
             output: vec![0.0; n_out],
             metadata,
@@ -340,13 +349,13 @@ impl Engine for OrtEngine {
     }
 
     fn input_mut(&mut self) -> &mut [f32] {
-        &mut self.input
+        // A CPU tensor created from a Vec always extracts.
+        self.input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
         let err = |e: ort::Error| EngineError::Run(format!("{}: {e}", self.label));
-        let t = TensorRef::from_array_view((self.input_shape, &self.input[..])).map_err(err)?;
-        let out = self.session.run(ort::inputs![self.input_name.as_str() => t]).map_err(err)?;
+        let out = self.session.run_binding(&self.binding).map_err(err)?;
         let (_, data) = out[0].try_extract_tensor::<f32>().map_err(err)?;
         if data.len() != self.output.len() {
             return Err(EngineError::Run(format!(
