@@ -26,7 +26,7 @@ grep -q 'video capture' /tmp/probe.txt && grep -q '^  YUYV' /tmp/probe.txt && gr
     && ok "probe-camera lists formats and controls" || { fail "probe-camera output"; head -20 /tmp/probe.txt; }
 
 # 1. Formats: record a few frames in each and check the negotiated geometry and byte count.
-for spec in yuyv:2 nv12:1.5 grey:1 uyvy:2 rgb24:3; do
+for spec in yuyv:2 nv12:1.5 grey:1 uyvy:2 rgb24:3 bgr24:3; do
     f=${spec%%:*}; bpp=${spec##*:}
     if jetdetect record --source "v4l2:///dev/video0?width=640&height=480&fps=30&format=$f" --frames 3 \
             --out /tmp/$f.raw >/tmp/$f.log 2>&1; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boots Debian's own kernel with the `vivid` V4L2 test driver in QEMU (TCG, no KVM
 # needed) with the freshly built jetdetect inside, and checks real V4L2 capture:
-#   1. frames arrive at the negotiated format and size (YUYV, NV12, GREY, UYVY, RGB24);
+#   1. frames arrive at the negotiated format and size (YUYV, NV12, GREY, UYVY, RGB24, BGR24);
 #   2. the daemon publishes detections on its socket inside the VM;
 #   3. the camera is unbound from its driver mid-stream and bound again, and
 #      capture resumes without restarting the process;
