@@ -115,12 +115,9 @@ fn steady_state_allocates_nothing_per_frame_outside_the_engine() {
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn engine_allocations_per_frame_are_reported() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut config = Config::default();
-    config.model.path = model();
-    let mut detector = Detector::from_config(&config).unwrap();
+/// Allocations in one `Detector::detect` after five warm-up frames.
+fn detect_allocations(config: &Config) -> u64 {
+    let mut detector = Detector::from_config(config).unwrap();
     let mut src = source::open("synthetic://?width=640&height=480&fps=0&format=yuyv").unwrap();
     let mut frame = Frame::empty();
     for _ in 0..5 {
@@ -128,9 +125,17 @@ fn engine_allocations_per_frame_are_reported() {
         detector.detect(&frame).unwrap();
     }
     src.next_frame(&mut frame).unwrap();
-    let n = count(|| {
+    count(|| {
         detector.detect(&frame).unwrap();
-    });
+    })
+}
+
+#[test]
+fn engine_allocations_per_frame_are_reported() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut config = Config::default();
+    config.model.path = model();
+    let n = detect_allocations(&config);
     // tract allocates the intermediate tensors of each run; this pins the figure
     // so a change shows up here (docs/benchmarks.md).
     eprintln!("allocations in one Detector::detect (tract run included): {n}");
@@ -150,17 +155,7 @@ fn onnxruntime_engine_allocations_per_frame_are_reported() {
     config.engine.kind = "onnxruntime".into();
     config.engine.library = lib;
     config.engine.providers = vec!["cpu".into()];
-    let mut detector = Detector::from_config(&config).unwrap();
-    let mut src = source::open("synthetic://?width=640&height=480&fps=0&format=yuyv").unwrap();
-    let mut frame = Frame::empty();
-    for _ in 0..5 {
-        src.next_frame(&mut frame).unwrap();
-        detector.detect(&frame).unwrap();
-    }
-    src.next_frame(&mut frame).unwrap();
-    let n = count(|| {
-        detector.detect(&frame).unwrap();
-    });
+    let n = detect_allocations(&config);
     // Counts the Rust side only: ONNX Runtime's own C++ allocations do not go through
     // Rust's global allocator.
     eprintln!("Rust allocations in one Detector::detect (ONNX Runtime CPU, I/O bound once): {n}");
