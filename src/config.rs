@@ -121,7 +121,8 @@ impl Default for EngineConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PreprocessConfig {
-    /// Where preprocessing runs; this build has `cpu`.
+    /// Where preprocessing runs: `cpu`, or `gpu` / `dla` (a generated ONNX
+    /// graph run by the ONNX Runtime engine's providers, DLA through TensorRT).
     pub device: String,
 }
 
@@ -357,12 +358,35 @@ impl Config {
                 format!("{} is out of range: allowed 0 to 5", t.builder_optimization_level),
             ));
         }
-        if self.preprocess.device != "cpu" {
-            return Err(err(
-                "preprocess",
-                "device",
-                format!("'{}' is not available in this build: use \"cpu\"", self.preprocess.device),
-            ));
+        match self.preprocess.device.as_str() {
+            "cpu" => {}
+            "gpu" | "dla" if self.engine.kind != "onnxruntime" => {
+                return Err(err(
+                    "preprocess",
+                    "device",
+                    format!(
+                        "\"{}\" runs the preprocessing graph in ONNX Runtime: set [engine] kind = \"onnxruntime\", \
+                         or use \"cpu\"",
+                        self.preprocess.device
+                    ),
+                ));
+            }
+            "dla" if !self.engine.providers.iter().any(|p| p == "tensorrt") => {
+                return Err(err(
+                    "preprocess",
+                    "device",
+                    "\"dla\" runs through TensorRT: add \"tensorrt\" to [engine] providers, or use \"gpu\""
+                        .into(),
+                ));
+            }
+            "gpu" | "dla" => {}
+            other => {
+                return Err(err(
+                    "preprocess",
+                    "device",
+                    format!("'{other}' is not a device: use \"cpu\", \"gpu\" or \"dla\""),
+                ));
+            }
         }
         let o = &self.output;
         if o.socket.as_os_str().is_empty() {
@@ -492,6 +516,20 @@ mod tests {
         let e = parse("[source]\nuri = \"rtsp://cam\"\n").unwrap_err();
         assert!(e.message.contains("unknown scheme"), "{e}");
         assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
+    fn accelerated_preprocessing_needs_onnxruntime_and_dla_needs_tensorrt() {
+        let e = parse("[preprocess]\ndevice = \"gpu\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("[engine] kind = \"onnxruntime\""), "{e}");
+        let ort = "[engine]\nkind = \"onnxruntime\"\n";
+        assert!(parse(&format!("{ort}[preprocess]\ndevice = \"gpu\"\n")).is_ok());
+        assert!(parse(&format!("{ort}[preprocess]\ndevice = \"dla\"\n")).is_ok());
+        let e = parse(&format!("{ort}providers = [\"cuda\"]\n[preprocess]\ndevice = \"dla\"\n")).unwrap_err();
+        assert!(e.message.contains("add \"tensorrt\""), "{e}");
+        let e = parse("[preprocess]\ndevice = \"npu\"\n").unwrap_err();
+        assert!(e.message.contains("use \"cpu\", \"gpu\" or \"dla\""), "{e}");
     }
 
     #[test]

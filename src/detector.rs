@@ -6,10 +6,28 @@
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::engine::{self, Engine, EngineOptions};
+use crate::engine::{self, Engine, EngineOptions, InputStage, StageDevice};
 use crate::error::{Error, Result};
-use crate::frame::Frame;
-use crate::preprocess::{CpuPreprocessor, Letterbox, Preprocessor};
+use crate::frame::{encode_rgb, Frame, PixelFormat};
+use crate::preprocess::{graph, CpuPreprocessor, Letterbox, PreprocessError, Preprocessor};
+
+/// Accelerator graphs kept for frame geometries seen recently (a camera that
+/// renegotiates, a folder of differently sized images).
+const STAGES_KEPT: usize = 4;
+
+/// Where frames become model input.
+enum Preprocessing {
+    /// In this process, into [`Engine::input_mut`].
+    Host(Box<dyn Preprocessor>),
+    /// Graphs from [`graph`] run by the engine on its device, one per frame geometry.
+    Device { device: StageDevice, stages: Vec<DeviceStage> },
+}
+
+struct DeviceStage {
+    geometry: (PixelFormat, u32, u32),
+    letterbox: Letterbox,
+    stage: Box<dyn InputStage>,
+}
 use crate::yolo::{ClassNames, DecodeOptions, Decoder, Detection, Layout, LayoutHint};
 
 /// How long each stage took for the last frame.
@@ -26,7 +44,7 @@ pub struct StageTimes {
 /// A YOLO detector: preprocessing, an engine and a decoder, with their buffers.
 pub struct Detector {
     engine: Box<dyn Engine>,
-    preprocessor: Box<dyn Preprocessor>,
+    preprocessing: Preprocessing,
     decoder: Decoder,
     names: ClassNames,
     detections: Vec<Detection>,
@@ -56,7 +74,33 @@ impl Detector {
             max_detections: config.detect.max_detections,
             ..DecodeOptions::default()
         };
-        Detector::new(engine, Box::new(CpuPreprocessor::new()), names, config.model.layout, decode)
+        let mut detector =
+            Detector::new(engine, Box::new(CpuPreprocessor::new()), names, config.model.layout, decode)?;
+        match config.preprocess.device.as_str() {
+            "gpu" => detector.preprocess_on(StageDevice::Gpu),
+            "dla" => detector.preprocess_on(StageDevice::Dla),
+            _ => {}
+        }
+        Ok(detector)
+    }
+
+    /// Moves preprocessing onto the engine's device: from the next frame on,
+    /// each frame geometry gets a generated graph (built on first sight, or by
+    /// [`Detector::warm_up_for`]) that the engine runs, and the CPU only hands
+    /// over the frame's bytes.
+    pub fn preprocess_on(&mut self, device: StageDevice) {
+        self.preprocessing = Preprocessing::Device { device, stages: Vec::new() };
+    }
+
+    /// Where preprocessing runs, for logs: `cpu`, or the device and its providers.
+    pub fn preprocessing(&self) -> String {
+        match &self.preprocessing {
+            Preprocessing::Host(_) => "cpu".into(),
+            Preprocessing::Device { device, stages } => match stages.last() {
+                Some(s) => format!("{device} ({})", s.stage.describe()),
+                None => format!("{device}"),
+            },
+        }
     }
 
     /// Assembles a detector, checking that the model output is a YOLO layout and
@@ -89,7 +133,7 @@ impl Detector {
         };
         Ok(Detector {
             engine,
-            preprocessor,
+            preprocessing: Preprocessing::Host(preprocessor),
             decoder: Decoder::new(layout, options),
             names,
             detections: Vec::with_capacity(options.max_detections),
@@ -102,7 +146,27 @@ impl Detector {
     pub fn detect(&mut self, frame: &Frame) -> Result<&[Detection]> {
         let (w, h) = self.engine.input_size();
         let t0 = Instant::now();
-        let lb = self.preprocessor.run(frame, w, h, self.engine.input_mut())?;
+        let lb = match &mut self.preprocessing {
+            Preprocessing::Host(p) => p.run(frame, w, h, self.engine.input_mut())?,
+            Preprocessing::Device { device, stages } => {
+                frame.check_len().map_err(PreprocessError::BadFrame)?;
+                let geometry = (frame.format, frame.width, frame.height);
+                let i = match stages.iter().position(|s| s.geometry == geometry) {
+                    Some(i) => i,
+                    None => {
+                        let stage = build_stage(self.engine.as_mut(), *device, geometry, (w, h))?;
+                        if stages.len() == STAGES_KEPT {
+                            stages.remove(0);
+                        }
+                        stages.push(stage);
+                        stages.len() - 1
+                    }
+                };
+                let s = &mut stages[i];
+                s.stage.run(&frame.data)?;
+                s.letterbox
+            }
+        };
         let t1 = Instant::now();
         let output = self.engine.run()?;
         let t2 = Instant::now();
@@ -117,11 +181,19 @@ impl Detector {
     /// not slowed by first-run allocations and page faults.
     pub fn warm_up(&mut self, n: usize) -> Result<()> {
         let (w, h) = self.engine.input_size();
+        self.warm_up_for(n, (PixelFormat::Rgb24, w, h))
+    }
+
+    /// Like [`Detector::warm_up`], with grey frames of the format and size the
+    /// source will deliver: accelerator graphs and their TensorRT engines are
+    /// built now, before the service reports ready, not on the first frame.
+    pub fn warm_up_for(&mut self, n: usize, (format, w, h): (PixelFormat, u32, u32)) -> Result<()> {
         let mut frame = Frame::empty();
         frame.width = w;
         frame.height = h;
-        frame.data = vec![114; (w * h * 3) as usize];
-        frame.label = "warm-up".into();
+        frame.format = format;
+        encode_rgb(&vec![114; (w as usize) * (h as usize) * 3], w, h, format, &mut frame.data);
+        frame.label = format!("warm-up ({w}x{h} {format})");
         for _ in 0..n {
             self.detect(&frame)?;
         }
@@ -152,4 +224,21 @@ impl Detector {
     pub fn letterbox(&self) -> Option<Letterbox> {
         self.letterbox
     }
+}
+
+/// Generates the preprocessing graph for frames of `geometry` and has the engine compile it.
+fn build_stage(
+    engine: &mut dyn Engine,
+    device: StageDevice,
+    geometry: (PixelFormat, u32, u32),
+    (dst_w, dst_h): (u32, u32),
+) -> Result<DeviceStage> {
+    let (format, w, h) = geometry;
+    let g = graph::build(format, w, h, dst_w, dst_h).map_err(|e| Error::Model(e.to_string()))?;
+    log::info!(
+        "preprocessing on {device}: compiling the graph for {w}x{h} {format} -> {dst_w}x{dst_h} \
+         (a TensorRT build takes a while the first time; later starts use the engine cache)"
+    );
+    let stage = engine.input_stage(&g.onnx, &g.input_shape, device)?;
+    Ok(DeviceStage { geometry, letterbox: g.letterbox, stage })
 }

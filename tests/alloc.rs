@@ -160,4 +160,9 @@ fn onnxruntime_engine_allocations_per_frame_are_reported() {
     // Rust's global allocator.
     eprintln!("Rust allocations in one Detector::detect (ONNX Runtime CPU, I/O bound once): {n}");
     assert!(n <= 8, "{n} Rust allocations per frame around a bound ONNX Runtime session");
+    // Preprocessing as a graph in its own session, bound to the engine's input: one more bound run.
+    config.preprocess.device = "gpu".into();
+    let n = detect_allocations(&config);
+    eprintln!("Rust allocations in one Detector::detect (graph preprocessing + engine, CPU provider): {n}");
+    assert!(n <= 16, "{n} Rust allocations per frame with the preprocessing graph");
 }

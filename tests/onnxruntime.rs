@@ -107,3 +107,131 @@ fn missing_library_and_missing_providers_are_documented_errors() {
     assert!(e.contains("TensorRT execution provider is not enabled in this build"), "{e}");
     assert!(e.contains("DLA needs a Jetson"), "{e}");
 }
+
+/// An ONNX model whose output is its input `[1, 3, h, w]`: running it reads back what a stage wrote.
+fn identity_model(w: usize, h: usize) -> PathBuf {
+    use prost::Message;
+    use tract_onnx::pb;
+    let info = |name: &str| {
+        use pb::tensor_shape_proto::{dimension::Value, Dimension};
+        let dim =
+            [1, 3, h, w].map(|d| Dimension { value: Some(Value::DimValue(d as i64)), ..Default::default() });
+        pb::ValueInfoProto {
+            name: name.into(),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                    elem_type: pb::tensor_proto::DataType::Float as i32,
+                    shape: Some(pb::TensorShapeProto { dim: dim.to_vec() }),
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    };
+    let model = pb::ModelProto {
+        ir_version: 7,
+        opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: 13 }],
+        graph: Some(pb::GraphProto {
+            name: "identity".into(),
+            node: vec![pb::NodeProto {
+                op_type: "Identity".into(),
+                input: vec!["images".into()],
+                output: vec!["out".into()],
+                ..Default::default()
+            }],
+            input: vec![info("images")],
+            output: vec![info("out")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let dir = std::env::temp_dir().join(format!("jetdetect-identity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("identity_{w}x{h}.onnx"));
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn preprocessing_graph_in_onnxruntime_equals_cpu_preprocessing() {
+    use jetdetect::engine::{self, EngineOptions, StageDevice};
+    use jetdetect::frame::PixelFormat;
+    use jetdetect::preprocess::{graph, CpuPreprocessor, Preprocessor};
+    let Some(lib) = library() else { return };
+    let (dw, dh) = (256u32, 256u32);
+    let options = EngineOptions { ort_library: Some(lib.clone()), ..EngineOptions::default() };
+    let mut engine = engine::open("onnxruntime", &identity_model(256, 256), &options).unwrap();
+    let mut cpu = CpuPreprocessor::new();
+    let mut want = vec![0f32; 3 * 256 * 256];
+    let mut frame = Frame::empty();
+    let mut compared = 0;
+    for format in PixelFormat::ALL {
+        // Downscaled with letterbox rows, upscaled, and an odd size.
+        for (w, h) in [(640, 480), (160, 90), (302, 212)] {
+            let uri = format!("synthetic://?width={w}&height={h}&fps=0&format={format}&seed=3&frames=2");
+            let mut src = source::open(&uri).unwrap();
+            let g = graph::build(format, w, h, dw, dh).unwrap();
+            let mut stage = engine.input_stage(&g.onnx, &g.input_shape, StageDevice::Gpu).unwrap();
+            assert!(stage.describe().contains("cpu"), "{}", stage.describe());
+            while src.next_frame(&mut frame).unwrap() {
+                stage.run(&frame.data).unwrap();
+                let got = engine.run().unwrap().to_vec();
+                let lb = cpu.run(&frame, dw, dh, &mut want).unwrap();
+                assert_eq!(lb, g.letterbox);
+                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(worst <= 1.0 / 255.0 + 1e-6, "{format} {w}x{h}: off by {} levels", worst * 255.0);
+                // In FP32 the graph repeats the CPU arithmetic: all but a rare value are identical.
+                let differ = got.iter().zip(&want).filter(|(a, b)| (*a - *b).abs() > 1e-5).count();
+                assert!(differ * 1000 <= got.len(), "{format} {w}x{h}: {differ} values differ");
+                compared += 1;
+            }
+            // A frame of the wrong size is refused, not read past.
+            let e = stage.run(&frame.data[1..]).unwrap_err().to_string();
+            assert!(e.contains("the graph takes"), "{e}");
+        }
+    }
+    assert_eq!(compared, 36);
+    // With a stage attached, the host input is no longer the engine's input.
+    assert!(engine.input_mut().is_empty());
+}
+
+#[test]
+fn detections_with_accelerated_preprocessing_equal_cpu_preprocessing() {
+    let Some(lib) = library() else { return };
+    let mut host = Detector::from_config(&config("onnxruntime", &lib, "obstacles-v8.onnx")).unwrap();
+    let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
+    c.preprocess.device = "gpu".into();
+    let mut device = Detector::from_config(&c).unwrap();
+    let mut frame = Frame::empty();
+    let mut total = 0;
+    for format in ["yuyv", "nv12", "rgb24"] {
+        let uri = format!("synthetic://?width=640&height=360&fps=0&format={format}&seed=5&frames=6");
+        let mut src = source::open(&uri).unwrap();
+        device.warm_up_for(1, (format.parse().unwrap(), 640, 360)).unwrap();
+        while src.next_frame(&mut frame).unwrap() {
+            let a = device.detect(&frame).unwrap().to_vec();
+            let b = host.detect(&frame).unwrap().to_vec();
+            same(&a, &b, &format!("{format} frame {}", frame.seq));
+            total += a.len();
+        }
+    }
+    assert!(device.preprocessing().starts_with("gpu (onnxruntime [cpu])"), "{}", device.preprocessing());
+    assert!(total > 20, "{total} detections compared");
+    // A PNG (RGB24, another size) gets its own graph on the fly.
+    load_image(&root().join("tests/fixtures/images/scene_301x211.png"), &mut frame).unwrap();
+    same(device.detect(&frame).unwrap(), host.detect(&frame).unwrap(), "png");
+}
+
+#[test]
+fn dla_preprocessing_without_tensorrt_says_what_to_do() {
+    let Some(lib) = library() else { return };
+    let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
+    c.engine.providers = vec!["tensorrt".into(), "cpu".into()];
+    c.preprocess.device = "dla".into();
+    let mut d = Detector::from_config(&c).unwrap();
+    let e = d.warm_up(1).unwrap_err().to_string();
+    assert!(
+        e.contains("device = \"dla\" runs through TensorRT") && e.contains("use device = \"gpu\""),
+        "{e}"
+    );
+}

@@ -53,6 +53,36 @@ impl Default for EngineOptions {
     }
 }
 
+/// Where an [`InputStage`] runs (`[preprocess] device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageDevice {
+    /// The engine's GPU (TensorRT or CUDA provider), or wherever the engine runs.
+    Gpu,
+    /// A DLA core through TensorRT, with GPU fallback for what the DLA cannot run.
+    Dla,
+}
+
+impl std::fmt::Display for StageDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StageDevice::Gpu => "gpu",
+            StageDevice::Dla => "dla",
+        })
+    }
+}
+
+/// A small ONNX graph run on the engine's device that writes the engine's
+/// input in place: accelerated preprocessing. Raw bytes go in; the model input
+/// never leaves the device.
+pub trait InputStage: Send {
+    /// The providers the stage runs on, for logs (e.g. `tensorrt dla0 > cuda`).
+    fn describe(&self) -> String;
+
+    /// Hands `bytes` (the graph's `uint8` input, exactly its size) to the
+    /// device and runs the graph, leaving its output in the engine's input.
+    fn run(&mut self, bytes: &[u8]) -> Result<(), EngineError>;
+}
+
 /// A loaded model, ready to run one image at a time.
 pub trait Engine: Send {
     /// The engine and model, for logs (e.g. `tract (models/obstacles-v8.onnx)`).
@@ -72,6 +102,25 @@ pub trait Engine: Send {
 
     /// Metadata stored in the model file (ultralytics stores `names`, `stride`, `imgsz`...).
     fn metadata(&self) -> &BTreeMap<String, String>;
+
+    /// Compiles `onnx` (one `uint8` input of `input_shape`, one `f32` output
+    /// shaped like this engine's input) to run on `device` with its output
+    /// bound to this engine's input. After this, [`Engine::input_mut`] is
+    /// empty: the input is written by stages only. Engines without an
+    /// accelerator path say so.
+    fn input_stage(
+        &mut self,
+        onnx: &[u8],
+        input_shape: &[usize],
+        device: StageDevice,
+    ) -> Result<Box<dyn InputStage>, EngineError> {
+        let _ = (onnx, input_shape);
+        Err(EngineError::Model(format!(
+            "{}: [preprocess] device = \"{device}\" needs [engine] kind = \"onnxruntime\" \
+             (this engine runs on the CPU; use device = \"cpu\")",
+            self.describe()
+        )))
+    }
 
     /// Input `(width, height)`.
     fn input_size(&self) -> (u32, u32) {

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ort::ep;
+use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
 use ort::value::{Tensor, TensorRef, ValueType};
 
-use super::{Engine, EngineError, EngineOptions};
+use super::{Engine, EngineError, EngineOptions, InputStage, StageDevice};
 
 /// `[engine.tensorrt]`: TensorRT execution provider options.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -141,8 +142,18 @@ fn model_key(bytes: &[u8]) -> String {
 pub struct OrtEngine {
     session: Session,
     binding: ort::session::IoBinding,
+    input_name: String,
     input_shape: [usize; 4],
+    /// Host input the CPU preprocessing writes.
     input: Tensor<f32>,
+    /// Input on the engine's device, written by input stages (accelerated preprocessing).
+    stage_input: Option<Tensor<f32>>,
+    /// The session runs on a GPU provider: host inputs are copied when bound, so bind before each run.
+    on_gpu: bool,
+    env: &'static ort::environment::Environment,
+    library: PathBuf,
+    options: EngineOptions,
+    used: Vec<String>,
     output_shape: Vec<usize>,
     output: Vec<f32>,
     metadata: BTreeMap<String, String>,
@@ -194,6 +205,68 @@ fn tensorrt(opts: &TensorRtOptions, key: &str) -> Result<ep::ExecutionProviderDi
     Ok(trt.build().error_on_failure())
 }
 
+/// Creates a session builder with the providers in `providers` (in order of
+/// preference) and returns it with the names of those the library accepted.
+fn session_builder(
+    env: &'static ort::environment::Environment,
+    library: &Path,
+    providers: &[String],
+    tensorrt_options: &TensorRtOptions,
+    key: &str,
+    threads: usize,
+) -> Result<(ort::session::builder::SessionBuilder, Vec<String>), EngineError> {
+    let err = |what: &str, e: &dyn std::fmt::Display| {
+        EngineError::Model(format!("{}: {what}: {e}", library.display()))
+    };
+    let mut builder = Session::builder(env).map_err(|e| err("cannot create a session", &e))?;
+    if threads > 0 {
+        builder = builder.with_intra_threads(threads).map_err(|e| err("threads", &e))?;
+    }
+    let mut used = Vec::new();
+    let mut refused = Vec::new();
+    for name in providers {
+        let dispatch = match name.as_str() {
+            "tensorrt" => tensorrt(tensorrt_options, key)?,
+            "cuda" => ep::CUDA::default().build().error_on_failure(),
+            "cpu" => ep::CPU::default().build().error_on_failure(),
+            other => {
+                return Err(EngineError::Model(format!(
+                    "[engine] providers: unknown provider '{other}': use {}",
+                    PROVIDERS.join(", ")
+                )))
+            }
+        };
+        match builder.with_execution_providers([dispatch]) {
+            Ok(b) => {
+                builder = b;
+                used.push(name.clone());
+            }
+            Err(e) => {
+                let mut why = e.to_string();
+                if name == "tensorrt" && tensorrt_options.dla_core.is_some() {
+                    why.push_str(" (DLA needs a Jetson with DLA cores (Xavier, Orin) and TensorRT <= 10.7)");
+                }
+                log::warn!("{}: provider {name} unavailable: {why}", library.display());
+                refused.push(format!("{name}: {why}"));
+                builder = e.recover();
+            }
+        }
+    }
+    if used.is_empty() {
+        return Err(EngineError::Model(format!(
+            "{}: none of the providers {providers:?} could be used ({}); add \"cpu\" to [engine] providers to fall back",
+            library.display(),
+            refused.join("; ")
+        )));
+    }
+    Ok((builder, used))
+}
+
+/// Memory on the engine's GPU (device 0), where TensorRT and CUDA sessions want their inputs.
+fn gpu_memory() -> ort::Result<MemoryInfo<'static>> {
+    MemoryInfo::new(AllocationDevice::CUDA, 0, AllocatorType::Device, MemoryType::Default)
+}
+
 impl OrtEngine {
     /// Loads `path` with the providers in `options.providers`, in order of preference.
     pub fn load(path: &Path, options: &EngineOptions) -> Result<OrtEngine, EngineError> {
@@ -209,50 +282,8 @@ impl OrtEngine {
         let model_err = |what: &str, e: &dyn std::fmt::Display| {
             EngineError::Model(format!("{}: {what}: {e}", path.display()))
         };
-        let mut builder = Session::builder(env).map_err(|e| model_err("cannot create a session", &e))?;
-        if options.threads > 0 {
-            builder = builder.with_intra_threads(options.threads).map_err(|e| model_err("threads", &e))?;
-        }
-        let mut used = Vec::new();
-        let mut refused = Vec::new();
-        for name in &options.providers {
-            let dispatch = match name.as_str() {
-                "tensorrt" => tensorrt(&options.tensorrt, &key)?,
-                "cuda" => ep::CUDA::default().build().error_on_failure(),
-                "cpu" => ep::CPU::default().build().error_on_failure(),
-                other => {
-                    return Err(EngineError::Model(format!(
-                        "[engine] providers: unknown provider '{other}': use {}",
-                        PROVIDERS.join(", ")
-                    )))
-                }
-            };
-            match builder.with_execution_providers([dispatch]) {
-                Ok(b) => {
-                    builder = b;
-                    used.push(name.clone());
-                }
-                Err(e) => {
-                    let mut why = e.to_string();
-                    if name == "tensorrt" && options.tensorrt.dla_core.is_some() {
-                        why.push_str(
-                            " (DLA needs a Jetson with DLA cores (Xavier, Orin) and TensorRT <= 10.7)",
-                        );
-                    }
-                    log::warn!("{}: provider {name} unavailable: {why}", library.display());
-                    refused.push(format!("{name}: {why}"));
-                    builder = e.recover();
-                }
-            }
-        }
-        if used.is_empty() {
-            return Err(EngineError::Model(format!(
-                "{}: none of the providers {:?} could be used ({}); add \"cpu\" to [engine] providers to fall back",
-                library.display(),
-                options.providers,
-                refused.join("; ")
-            )));
-        }
+        let (mut builder, used) =
+            session_builder(env, &library, &options.providers, &options.tensorrt, &key, options.threads)?;
         let mut session = builder.commit_from_memory(&bytes).map_err(|e| {
             model_err("ONNX Runtime cannot load this model (corrupt, or an engine build failure)", &e)
         })?;
@@ -325,8 +356,15 @@ impl OrtEngine {
         Ok(OrtEngine {
             session,
             binding,
+            input_name,
             input_shape,
             input,
+            stage_input: None,
+            on_gpu: used[0] != "cpu",
+            env,
+            library,
+            options: options.clone(),
+            used: used.clone(),
             output_shape,
             output: vec![0.0; n_out],
             metadata,
@@ -349,12 +387,19 @@ impl Engine for OrtEngine {
     }
 
     fn input_mut(&mut self) -> &mut [f32] {
-        // A CPU tensor created from a Vec always extracts.
+        if self.stage_input.is_some() {
+            return &mut [];
+        }
+        // A CPU tensor always extracts.
         self.input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
         let err = |e: ort::Error| EngineError::Run(format!("{}: {e}", self.label));
+        if self.on_gpu && self.stage_input.is_none() {
+            // A GPU session copies a host input when it is bound, not when it runs.
+            self.binding.bind_input(self.input_name.as_str(), &self.input).map_err(err)?;
+        }
         let out = self.session.run_binding(&self.binding).map_err(err)?;
         let (_, data) = out[0].try_extract_tensor::<f32>().map_err(err)?;
         if data.len() != self.output.len() {
@@ -372,5 +417,143 @@ impl Engine for OrtEngine {
 
     fn metadata(&self) -> &BTreeMap<String, String> {
         &self.metadata
+    }
+
+    fn input_stage(
+        &mut self,
+        onnx: &[u8],
+        input_shape: &[usize],
+        device: StageDevice,
+    ) -> Result<Box<dyn InputStage>, EngineError> {
+        let err = |what: &str, e: &dyn std::fmt::Display| {
+            EngineError::Model(format!("preprocessing graph ({device}): {what}: {e}"))
+        };
+        let mut trt = self.options.tensorrt.clone();
+        trt.int8_calibration_table = None;
+        match device {
+            StageDevice::Dla => {
+                if !self.used.iter().any(|p| p == "tensorrt") {
+                    return Err(EngineError::Model(format!(
+                        "[preprocess] device = \"dla\" runs through TensorRT, but the engine runs on [{}]: \
+                         add \"tensorrt\" to [engine] providers on a Jetson with DLA cores (Xavier, Orin; \
+                         TensorRT <= 10.7), or use device = \"gpu\"",
+                        self.used.join(" > ")
+                    )));
+                }
+                // DLA computes in FP16 (or INT8) only.
+                trt.precision = "fp16".into();
+                trt.dla_core = Some(trt.dla_core.unwrap_or(0));
+            }
+            StageDevice::Gpu => {
+                // The graph reproduces the CPU arithmetic exactly in FP32; it is tiny either way.
+                trt.precision = "fp32".into();
+                trt.dla_core = None;
+            }
+        }
+        if !self.on_gpu {
+            log::warn!(
+                "[preprocess] device = \"{device}\": the engine runs on the CPU provider, so the \
+                 preprocessing graph does too"
+            );
+        }
+        let key = format!("pre{}", model_key(onnx));
+        let (mut builder, used) =
+            session_builder(self.env, &self.library, &self.used, &trt, &key, self.options.threads)?;
+        let session = builder
+            .commit_from_memory(onnx)
+            .map_err(|e| err("ONNX Runtime cannot build it (an engine build failure?)", &e))?;
+        let (Some(input), Some(output)) = (session.inputs().first(), session.outputs().first()) else {
+            return Err(EngineError::Model("preprocessing graph: needs one input and one output".into()));
+        };
+        let (input_name, output_name) = (input.name().to_string(), output.name().to_string());
+        // The engine's input moves to its device once; every stage writes there.
+        if self.stage_input.is_none() {
+            let tensor = if self.on_gpu {
+                let memory = gpu_memory().map_err(|e| err("GPU memory", &e))?;
+                let alloc = Allocator::new(&self.session, memory).map_err(|e| err("GPU allocator", &e))?;
+                Tensor::<f32>::new(&alloc, self.input_shape)
+            } else {
+                Tensor::<f32>::new(&Allocator::default(), self.input_shape)
+            }
+            .map_err(|e| err("the engine's input on its device", &e))?;
+            self.binding
+                .bind_input(self.input_name.as_str(), &tensor)
+                .map_err(|e| err("binding the engine's input", &e))?;
+            self.stage_input = Some(tensor);
+        }
+        let host = Tensor::<u8>::new(&Allocator::default(), input_shape.to_vec())
+            .map_err(|e| err("input tensor", &e))?;
+        let mut binding = session.create_binding().map_err(|e| err("I/O binding", &e))?;
+        binding.bind_input(input_name.as_str(), &host).map_err(|e| err("binding the frame", &e))?;
+        let shared = self.stage_input.as_mut().expect("created above");
+        binding.bind_output(output_name, shared).map_err(|e| {
+            err(&format!("binding the output to the engine's input {:?}", self.input_shape), &e)
+        })?;
+        let mut stage = OrtStage {
+            on_gpu: used[0] != "cpu",
+            label: format!(
+                "onnxruntime [{}]",
+                used.iter()
+                    .map(|p| match (p.as_str(), trt.dla_core) {
+                        ("tensorrt", Some(core)) if device == StageDevice::Dla =>
+                            format!("tensorrt dla{core}"),
+                        _ => p.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" > ")
+            ),
+            session,
+            binding,
+            input_name,
+            input: host,
+            len: input_shape.iter().product(),
+        };
+        // One run builds the TensorRT engine now rather than on the first frame.
+        let started = std::time::Instant::now();
+        stage.run(&vec![0; stage.len])?;
+        log::info!(
+            "preprocessing graph on {}: ready in {:.1} s",
+            stage.label,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(Box::new(stage))
+    }
+}
+
+/// Accelerated preprocessing: the graph from [`crate::preprocess::graph`] in
+/// its own session, its output bound to the engine's input on the device.
+struct OrtStage {
+    session: Session,
+    binding: ort::session::IoBinding,
+    input_name: String,
+    input: Tensor<u8>,
+    len: usize,
+    on_gpu: bool,
+    label: String,
+}
+
+impl InputStage for OrtStage {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn run(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
+        let err = |e: ort::Error| EngineError::Run(format!("preprocessing on {}: {e}", self.label));
+        if bytes.len() != self.len {
+            return Err(EngineError::Run(format!(
+                "preprocessing on {}: the graph takes {} bytes, the frame has {}",
+                self.label,
+                self.len,
+                bytes.len()
+            )));
+        }
+        let (_, host) = self.input.try_extract_tensor_mut::<u8>().map_err(err)?;
+        host.copy_from_slice(bytes);
+        if self.on_gpu {
+            // Binding is when the bytes are copied to the device.
+            self.binding.bind_input(self.input_name.as_str(), &self.input).map_err(err)?;
+        }
+        self.session.run_binding(&self.binding).map_err(err)?;
+        Ok(())
     }
 }

@@ -224,8 +224,15 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         detector.names().origin
     );
     let warm = Instant::now();
-    detector.warm_up(3)?;
-    log::info!("warm-up: 3 runs in {:.0} ms", warm.elapsed().as_secs_f64() * 1e3);
+    match src.geometry() {
+        Some(g) => detector.warm_up_for(3, g)?,
+        None => detector.warm_up(3)?,
+    }
+    log::info!(
+        "warm-up: 3 runs in {:.0} ms; preprocessing on {}",
+        warm.elapsed().as_secs_f64() * 1e3,
+        detector.preprocessing()
+    );
     let names = detector.names().clone();
     let hello = Hello {
         r#type: "hello",

@@ -16,6 +16,10 @@ const CGU: i32 = 409_993; // 0.391
 const CGV: i32 = 852_492; // 0.813
 const CBU: i32 = 2_116_026; // 2.018
 
+/// The conversion's coefficients `(Y, R-V, G-U, G-V, B-U)` in units of 2^-20,
+/// for implementations elsewhere (the accelerator graph) to share.
+pub const COEFFICIENTS: (i32, i32, i32, i32, i32) = (CY, CRV, CGU, CGV, CBU);
+
 #[inline]
 fn sat(v: i32) -> u8 {
     (v >> SHIFT).clamp(0, 255) as u8

@@ -13,18 +13,22 @@ use super::{colour, Letterbox, PreprocessError, Preprocessor, PAD_VALUE};
 use crate::frame::{Frame, PixelFormat};
 
 /// Fixed-point scale of the interpolation weights (OpenCV's `INTER_RESIZE_COEF_SCALE`).
-const ONE: i32 = 2048;
+pub const WEIGHT_ONE: i32 = 2048;
+const ONE: i32 = WEIGHT_ONE;
 
 /// For one output coordinate: the first source index and the weights of it and the next.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Tap {
-    index: usize,
-    w0: i32,
-    w1: i32,
+pub struct Tap {
+    /// First source pixel.
+    pub index: usize,
+    /// Weight of `index`, in 1/[`WEIGHT_ONE`].
+    pub w0: i32,
+    /// Weight of `index + 1`, in 1/[`WEIGHT_ONE`] (0 at the edges).
+    pub w1: i32,
 }
 
 /// OpenCV `INTER_LINEAR` source positions and weights for `dst` samples over `src` pixels.
-fn taps(src: u32, dst: u32, out: &mut Vec<Tap>) {
+pub fn taps(src: u32, dst: u32, out: &mut Vec<Tap>) {
     out.clear();
     let scale = src as f64 / dst as f64;
     for d in 0..dst {

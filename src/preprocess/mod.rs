@@ -8,6 +8,7 @@
 
 pub mod colour;
 pub mod cpu;
+pub mod graph;
 
 use crate::frame::Frame;
 pub use cpu::CpuPreprocessor;

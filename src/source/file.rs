@@ -208,6 +208,13 @@ impl FrameSource for FileSource {
     fn nominal_fps(&self) -> Option<f64> {
         self.pacer.fps()
     }
+
+    fn geometry(&self) -> Option<(PixelFormat, u32, u32)> {
+        match &self.content {
+            Content::Raw { width, height, format, .. } => Some((*format, *width, *height)),
+            Content::Images { .. } => None,
+        }
+    }
 }
 
 /// Reads until `buf` is full or the file ends; returns the bytes read.

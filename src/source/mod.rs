@@ -18,7 +18,7 @@ pub mod v4l2;
 
 use std::collections::BTreeMap;
 
-use crate::frame::Frame;
+use crate::frame::{Frame, PixelFormat};
 pub use uri::SourceUri;
 
 /// Why a source could not open or deliver a frame.
@@ -50,6 +50,13 @@ pub trait FrameSource: Send {
 
     /// The rate the source delivers frames at, when it has one.
     fn nominal_fps(&self) -> Option<f64> {
+        None
+    }
+
+    /// The format and size `(format, width, height)` of the frames to come,
+    /// when known before the first one (cameras, generators, raw files), so
+    /// that the detector can be warmed up, and accelerator graphs built, for it.
+    fn geometry(&self) -> Option<(PixelFormat, u32, u32)> {
         None
     }
 }

@@ -375,6 +375,10 @@ impl FrameSource for SyntheticSource {
     fn nominal_fps(&self) -> Option<f64> {
         self.pacer.fps()
     }
+
+    fn geometry(&self) -> Option<(PixelFormat, u32, u32)> {
+        Some((self.format, self.scene.width(), self.scene.height()))
+    }
 }
 
 #[cfg(test)]

@@ -443,6 +443,15 @@ impl FrameSource for V4l2Source {
     fn nominal_fps(&self) -> Option<f64> {
         (self.request.fps > 0.0).then_some(self.request.fps)
     }
+
+    fn geometry(&self) -> Option<(PixelFormat, u32, u32)> {
+        let s = self.stream.as_ref()?;
+        let format = match s.format {
+            CameraFormat::Raw(f) => f,
+            CameraFormat::Mjpeg => PixelFormat::Rgb24,
+        };
+        Some((format, s.width, s.height))
+    }
 }
 
 /// Lists every V4L2 node with its capabilities, formats, sizes, rates and controls.

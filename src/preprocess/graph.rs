@@ -1,0 +1,475 @@
+//! The preprocessing as an ONNX graph, for accelerators.
+//!
+//! [`build`] writes, for one frame geometry and pixel format, a graph that takes
+//! the frame's raw bytes (`uint8`) and returns the letterboxed, normalised
+//! `f32` NCHW model input: the same arithmetic as [`super::cpu`], expressed in
+//! operators every ONNX Runtime provider and TensorRT (GPU, and DLA with GPU
+//! fallback) can run, so the CPU only hands over bytes.
+//!
+//! The graph reproduces the CPU path step by step rather than approximating
+//! it: BT.601 conversion rounded to 8 bits, then OpenCV's `INTER_LINEAR` with
+//! the very sampling taps and 11-bit weights of [`super::cpu`] (gathered, not
+//! re-derived by a `Resize` operator) and OpenCV's truncating vertical pass.
+//! Intermediate values stay integers or multiples of 1/2048 below 2^24, which
+//! `f32` holds exactly, and never exceed 32640, which FP16 (DLA) can hold.
+//! In FP32 the result matches the CPU bit for bit except where a product
+//! needs more than 24 bits, which moves a value by one level at most.
+
+use prost::Message;
+use tract_onnx::pb;
+
+use super::{cpu, Letterbox, PAD_VALUE};
+use crate::frame::PixelFormat;
+
+/// ONNX opset the graph is written for (Unsqueeze/Slice/Pad with tensor inputs).
+pub const OPSET: i64 = 13;
+/// Name of the graph's input: the frame bytes.
+pub const INPUT: &str = "frame";
+/// Name of the graph's output: the model input tensor.
+pub const OUTPUT: &str = "images";
+
+/// A generated preprocessing graph and its interface.
+#[derive(Clone, Debug)]
+pub struct PreprocessGraph {
+    /// The serialised ONNX model.
+    pub onnx: Vec<u8>,
+    /// Shape of the `uint8` input [`INPUT`] (frame bytes, see [`input_shape`]).
+    pub input_shape: Vec<usize>,
+    /// Shape of the `f32` output [`OUTPUT`]: `[1, 3, dst_h, dst_w]`.
+    pub output_shape: [usize; 4],
+    /// Where the frame lands in the output.
+    pub letterbox: Letterbox,
+}
+
+/// The shape a frame's bytes are given to the graph in: `[H, W, 3]` for RGB/BGR,
+/// `[H, W]` for GREY, `[H, 2W]` for YUYV/UYVY, `[3H/2, W]` for NV12.
+pub fn input_shape(format: PixelFormat, width: u32, height: u32) -> Vec<usize> {
+    let (w, h) = (width as usize, height as usize);
+    match format {
+        PixelFormat::Rgb24 | PixelFormat::Bgr24 => vec![h, w, 3],
+        PixelFormat::Grey => vec![h, w],
+        PixelFormat::Yuyv | PixelFormat::Uyvy => vec![h, w * 2],
+        PixelFormat::Nv12 => vec![h * 3 / 2, w],
+    }
+}
+
+/// Builds the graph turning `width` x `height` frames of `format` into a
+/// `dst_w` x `dst_h` model input.
+pub fn build(
+    format: PixelFormat,
+    width: u32,
+    height: u32,
+    dst_w: u32,
+    dst_h: u32,
+) -> Result<PreprocessGraph, String> {
+    if format.frame_len(width, height).is_none() || dst_w == 0 || dst_h == 0 {
+        return Err(format!(
+            "no preprocessing graph for {width}x{height} {format} into {dst_w}x{dst_h}: \
+             4:2:2 needs an even width, 4:2:0 even width and height"
+        ));
+    }
+    let lb = Letterbox::new(width, height, dst_w, dst_h);
+    let mut g = Graph::default();
+    let shape = input_shape(format, width, height);
+    let (w, h) = (width as i64, height as i64);
+    let bytes = g.node("Cast", &[INPUT], vec![attr_int("to", pb::tensor_proto::DataType::Float as i64)]);
+    // Pixels as [H, W, C] floats holding integers 0..=255, C = 1 (grey) or 3 (RGB).
+    let (pixels, channels) = match format {
+        PixelFormat::Rgb24 => (bytes, 3),
+        PixelFormat::Bgr24 => {
+            let order = g.const_i64(&[2, 1, 0], &[3]);
+            (g.node("Gather", &[&bytes, &order], vec![attr_int("axis", 2)]), 3)
+        }
+        PixelFormat::Grey => (g.unsqueeze(&bytes, 2), 1),
+        PixelFormat::Yuyv | PixelFormat::Uyvy => {
+            // [H, 2W] -> [H, W/2, 4] macropixels; the two lumas interleave back to [H, W, 1].
+            let quads = g.reshape(&bytes, &[h, w / 2, 4]);
+            let pick = |g: &mut Graph, k: i64| g.slice(&quads, k, k + 1, 2);
+            let (y0, u, y1, v) = if format == PixelFormat::Yuyv {
+                (pick(&mut g, 0), pick(&mut g, 1), pick(&mut g, 2), pick(&mut g, 3))
+            } else {
+                (pick(&mut g, 1), pick(&mut g, 0), pick(&mut g, 3), pick(&mut g, 2))
+            };
+            let y = g.node("Concat", &[&y0, &y1], vec![attr_int("axis", 2)]);
+            let u = g.node("Concat", &[&u, &u], vec![attr_int("axis", 2)]);
+            let v = g.node("Concat", &[&v, &v], vec![attr_int("axis", 2)]);
+            let y = g.reshape(&y, &[h, w, 1]);
+            let u = g.reshape(&u, &[h, w, 1]);
+            let v = g.reshape(&v, &[h, w, 1]);
+            (g.yuv_to_rgb(&y, &u, &v), 3)
+        }
+        PixelFormat::Nv12 => {
+            let y = g.slice(&bytes, 0, h, 0);
+            let y = g.unsqueeze(&y, 2);
+            // Chroma rows [H/2, W] = [H/2, W/2, (U, V)], each sample covering 2x2 pixels.
+            let uv = g.slice(&bytes, h, h + h / 2, 0);
+            let uv = g.reshape(&uv, &[h / 2, 1, w / 2, 1, 2]);
+            let to = g.const_i64(&[h / 2, 2, w / 2, 2, 2], &[5]);
+            let uv = g.node("Expand", &[&uv, &to], vec![]);
+            let uv = g.reshape(&uv, &[h, w, 2]);
+            let u = g.slice(&uv, 0, 1, 2);
+            let v = g.slice(&uv, 1, 2, 2);
+            (g.yuv_to_rgb(&y, &u, &v), 3)
+        }
+    };
+    let resized = g.resize(&pixels, &lb);
+    // [nh, nw, C] -> [C, nh, nw] -> 3 planes -> /255 -> letterbox borders.
+    let planes = g.node("Transpose", &[&resized], vec![attr_ints("perm", &[2, 0, 1])]);
+    let planes = if channels == 1 {
+        let to = g.const_i64(&[3, lb.new_h as i64, lb.new_w as i64], &[3]);
+        g.node("Expand", &[&planes, &to], vec![])
+    } else {
+        planes
+    };
+    let scale = g.const_f32(&[255.0], &[]);
+    let normalised = g.node("Div", &[&planes, &scale], vec![]);
+    let (bottom, right) = (dst_h - lb.new_h - lb.top, dst_w - lb.new_w - lb.left);
+    let pads = g.const_i64(&[0, lb.top as i64, lb.left as i64, 0, bottom as i64, right as i64], &[6]);
+    let fill = g.const_f32(&[PAD_VALUE as f32 / 255.0], &[]);
+    let padded = g.node("Pad", &[&normalised, &pads, &fill], vec![]);
+    let output_shape = [1, 3, dst_h as usize, dst_w as usize];
+    let shape4 = g.const_i64(&output_shape.map(|d| d as i64), &[4]);
+    g.nodes.push(node("Reshape", &[&padded, &shape4], &[OUTPUT], vec![]));
+
+    let description = format!(
+        "jetdetect preprocessing: {width}x{height} {format} -> letterbox {}x{} at ({}, {}) in \
+         {dst_w}x{dst_h}, RGB f32 NCHW /255, pad {PAD_VALUE}",
+        lb.new_w, lb.new_h, lb.left, lb.top
+    );
+    let model = g.finish(&shape, output_shape, description);
+    Ok(PreprocessGraph { onnx: model.encode_to_vec(), input_shape: shape, output_shape, letterbox: lb })
+}
+
+/// Graph under construction: nodes and constants, with generated names.
+#[derive(Default)]
+struct Graph {
+    nodes: Vec<pb::NodeProto>,
+    initializers: Vec<pb::TensorProto>,
+    next: usize,
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str], attribute: Vec<pb::AttributeProto>) -> pb::NodeProto {
+    pb::NodeProto {
+        op_type: op.into(),
+        name: format!("{}_{}", op, outputs[0]),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        attribute,
+        ..Default::default()
+    }
+}
+
+fn attr_int(name: &str, i: i64) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::Int as i32,
+        i,
+        ..Default::default()
+    }
+}
+
+fn attr_ints(name: &str, ints: &[i64]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::Ints as i32,
+        ints: ints.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn value_info(name: &str, elem: pb::tensor_proto::DataType, dims: &[usize]) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{dimension::Value, Dimension};
+    let dim =
+        dims.iter().map(|&d| Dimension { value: Some(Value::DimValue(d as i64)), ..Default::default() });
+    pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: elem as i32,
+                shape: Some(pb::TensorShapeProto { dim: dim.collect() }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+impl Graph {
+    fn name(&mut self, what: &str) -> String {
+        self.next += 1;
+        format!("{what}{}", self.next)
+    }
+
+    /// Adds a node with one output and returns the output's name.
+    fn node(&mut self, op: &str, inputs: &[&str], attribute: Vec<pb::AttributeProto>) -> String {
+        let out = self.name(&op.to_lowercase());
+        self.nodes.push(node(op, inputs, &[&out], attribute));
+        out
+    }
+
+    fn const_i64(&mut self, values: &[i64], dims: &[i64]) -> String {
+        let name = self.name("c");
+        self.initializers.push(pb::TensorProto {
+            name: name.clone(),
+            dims: dims.to_vec(),
+            data_type: pb::tensor_proto::DataType::Int64 as i32,
+            int64_data: values.to_vec(),
+            ..Default::default()
+        });
+        name
+    }
+
+    fn const_f32(&mut self, values: &[f32], dims: &[i64]) -> String {
+        let name = self.name("c");
+        self.initializers.push(pb::TensorProto {
+            name: name.clone(),
+            dims: dims.to_vec(),
+            data_type: pb::tensor_proto::DataType::Float as i32,
+            float_data: values.to_vec(),
+            ..Default::default()
+        });
+        name
+    }
+
+    fn reshape(&mut self, x: &str, shape: &[i64]) -> String {
+        let s = self.const_i64(shape, &[shape.len() as i64]);
+        self.node("Reshape", &[x, &s], vec![])
+    }
+
+    fn unsqueeze(&mut self, x: &str, axis: i64) -> String {
+        let a = self.const_i64(&[axis], &[1]);
+        self.node("Unsqueeze", &[x, &a], vec![])
+    }
+
+    /// `x[start..end]` along `axis`.
+    fn slice(&mut self, x: &str, start: i64, end: i64, axis: i64) -> String {
+        let s = self.const_i64(&[start], &[1]);
+        let e = self.const_i64(&[end], &[1]);
+        let a = self.const_i64(&[axis], &[1]);
+        self.node("Slice", &[x, &s, &e, &a], vec![])
+    }
+
+    fn binary(&mut self, op: &str, a: &str, b: &str) -> String {
+        self.node(op, &[a, b], vec![])
+    }
+
+    /// `x * k` for a scalar constant.
+    fn scale(&mut self, x: &str, k: f32) -> String {
+        let c = self.const_f32(&[k], &[]);
+        self.binary("Mul", x, &c)
+    }
+
+    /// `x + k` for a scalar constant.
+    fn offset(&mut self, x: &str, k: f32) -> String {
+        let c = self.const_f32(&[k], &[]);
+        self.binary("Add", x, &c)
+    }
+
+    fn floor(&mut self, x: &str) -> String {
+        self.node("Floor", &[x], vec![])
+    }
+
+    fn clip(&mut self, x: &str, lo: f32, hi: f32) -> String {
+        let (l, h) = (self.const_f32(&[lo], &[]), self.const_f32(&[hi], &[]));
+        self.node("Clip", &[x, &l, &h], vec![])
+    }
+
+    /// BT.601 limited range, as [`super::colour::yuv_to_rgb`]: the same 20-bit
+    /// coefficients (exact in `f32`), rounded half up and saturated to 0..=255.
+    fn yuv_to_rgb(&mut self, y: &str, u: &str, v: &str) -> String {
+        const ONE: f32 = (1 << 20) as f32;
+        let (cy, crv, cgu, cgv, cbu) = super::colour::COEFFICIENTS;
+        let luma = self.offset(y, -16.0);
+        let zero = self.const_f32(&[0.0], &[]);
+        let luma = self.binary("Max", &luma, &zero);
+        let c = self.scale(&luma, cy as f32 / ONE);
+        let c = self.offset(&c, 0.5);
+        let d = self.offset(u, -128.0);
+        let e = self.offset(v, -128.0);
+        let re = self.scale(&e, crv as f32 / ONE);
+        let r = self.binary("Add", &c, &re);
+        let gd = self.scale(&d, cgu as f32 / ONE);
+        let ge = self.scale(&e, cgv as f32 / ONE);
+        let g = self.binary("Sub", &c, &gd);
+        let g = self.binary("Sub", &g, &ge);
+        let bd = self.scale(&d, cbu as f32 / ONE);
+        let b = self.binary("Add", &c, &bd);
+        let rgb = self.node("Concat", &[&r, &g, &b], vec![attr_int("axis", 2)]);
+        let rgb = self.floor(&rgb);
+        self.clip(&rgb, 0.0, 255.0)
+    }
+
+    /// OpenCV `INTER_LINEAR` of `[H, W, C]` integer pixels to `[new_h, new_w, C]`,
+    /// as [`super::cpu`] does it: horizontal taps in 11-bit weights, then the
+    /// vertical pass `((h0 >> 4) * w0 >> 16) + ((h1 >> 4) * w1 >> 16) + 2 >> 2`.
+    fn resize(&mut self, pixels: &str, lb: &Letterbox) -> String {
+        const ONE: f32 = cpu::WEIGHT_ONE as f32;
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        cpu::taps(lb.src_w, lb.new_w, &mut xs);
+        cpu::taps(lb.src_h, lb.new_h, &mut ys);
+        let (new_w, new_h) = (lb.new_w as i64, lb.new_h as i64);
+        // Horizontal: h = p[i0] * w0 + p[i1] * w1, in units of 1/2048 (exact in f32).
+        let horizontal = if lb.new_w == lb.src_w {
+            pixels.to_string()
+        } else {
+            let i0: Vec<i64> = xs.iter().map(|t| t.index as i64).collect();
+            let i1: Vec<i64> = xs.iter().map(|t| (t.index + usize::from(t.w1 != 0)) as i64).collect();
+            let w0: Vec<f32> = xs.iter().map(|t| t.w0 as f32 / ONE).collect();
+            let w1: Vec<f32> = xs.iter().map(|t| t.w1 as f32 / ONE).collect();
+            let (i0, i1) = (self.const_i64(&i0, &[new_w]), self.const_i64(&i1, &[new_w]));
+            let (w0, w1) = (self.const_f32(&w0, &[1, new_w, 1]), self.const_f32(&w1, &[1, new_w, 1]));
+            let a = self.node("Gather", &[pixels, &i0], vec![attr_int("axis", 1)]);
+            let b = self.node("Gather", &[pixels, &i1], vec![attr_int("axis", 1)]);
+            let a = self.binary("Mul", &a, &w0);
+            let b = self.binary("Mul", &b, &w1);
+            self.binary("Add", &a, &b)
+        };
+        // h >> 4 in OpenCV's units (2048 * h / 16 = 128 h).
+        let scaled = self.scale(&horizontal, 128.0);
+        let p = self.floor(&scaled);
+        let vertical = if lb.new_h == lb.src_h {
+            // Weights 2048 and 0: (p * 2048) >> 16.
+            let t = self.scale(&p, ONE / 65536.0);
+            self.floor(&t)
+        } else {
+            let last = lb.src_h as usize - 1;
+            let i0: Vec<i64> = ys.iter().map(|t| t.index as i64).collect();
+            let i1: Vec<i64> = ys.iter().map(|t| (t.index + 1).min(last) as i64).collect();
+            let w0: Vec<f32> = ys.iter().map(|t| t.w0 as f32 / 65536.0).collect();
+            let w1: Vec<f32> = ys.iter().map(|t| t.w1 as f32 / 65536.0).collect();
+            let (i0, i1) = (self.const_i64(&i0, &[new_h]), self.const_i64(&i1, &[new_h]));
+            let (w0, w1) = (self.const_f32(&w0, &[new_h, 1, 1]), self.const_f32(&w1, &[new_h, 1, 1]));
+            let a = self.node("Gather", &[&p, &i0], vec![attr_int("axis", 0)]);
+            let b = self.node("Gather", &[&p, &i1], vec![attr_int("axis", 0)]);
+            let a = self.binary("Mul", &a, &w0);
+            let b = self.binary("Mul", &b, &w1);
+            let (a, b) = (self.floor(&a), self.floor(&b));
+            self.binary("Add", &a, &b)
+        };
+        let v = self.offset(&vertical, 2.0);
+        let v = self.scale(&v, 0.25);
+        let v = self.floor(&v);
+        self.clip(&v, 0.0, 255.0)
+    }
+
+    fn finish(self, input: &[usize], output: [usize; 4], doc: String) -> pb::ModelProto {
+        use pb::tensor_proto::DataType;
+        pb::ModelProto {
+            ir_version: 7,
+            opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: OPSET }],
+            producer_name: "jetdetect".into(),
+            producer_version: env!("CARGO_PKG_VERSION").into(),
+            doc_string: doc,
+            graph: Some(pb::GraphProto {
+                name: "preprocess".into(),
+                node: self.nodes,
+                initializer: self.initializers,
+                input: vec![value_info(INPUT, DataType::Uint8, input)],
+                output: vec![value_info(OUTPUT, DataType::Float, &output)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{encode_rgb, Frame};
+    use crate::preprocess::{CpuPreprocessor, Preprocessor};
+    use tract_onnx::prelude::*;
+
+    /// Runs the graph with tract (no ONNX Runtime needed) on `frame`.
+    fn run_graph(g: &PreprocessGraph, frame: &Frame) -> Vec<f32> {
+        let model = tract_onnx::onnx()
+            .model_for_read(&mut g.onnx.as_slice())
+            .expect("graph parses")
+            .into_optimized()
+            .expect("graph optimises")
+            .into_runnable()
+            .expect("graph plans");
+        let input = tract_ndarray::ArrayD::from_shape_vec(g.input_shape.clone(), frame.data.clone()).unwrap();
+        let out = model.run(tvec!(Tensor::from(input).into_tvalue())).expect("graph runs");
+        assert_eq!(out[0].shape(), &g.output_shape);
+        out[0].try_as_plain_ram().unwrap().as_slice::<f32>().unwrap().to_vec()
+    }
+
+    /// A frame with smooth gradients and hard edges, in `format`.
+    fn frame(format: PixelFormat, w: u32, h: u32, seed: u32) -> Frame {
+        let mut rgb = Vec::with_capacity((w * h * 3) as usize);
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        for y in 0..h {
+            for x in 0..w {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let noise = s % 40;
+                let edge = if (x / 7 + y / 5) % 2 == 0 { 90 } else { 0 };
+                rgb.push(((x * 255 / w.max(1)) + noise).min(255) as u8);
+                rgb.push(((y * 255 / h.max(1)) + edge).min(255) as u8);
+                rgb.push(((s >> 8) % 256) as u8);
+            }
+        }
+        let mut f = Frame::empty();
+        encode_rgb(&rgb, w, h, format, &mut f.data);
+        f.width = w;
+        f.height = h;
+        f.format = format;
+        f.label = format!("{w}x{h} {format}");
+        f
+    }
+
+    /// Largest difference between the graph and the CPU path, in levels, and how many values differ.
+    fn compare(format: PixelFormat, w: u32, h: u32, dw: u32, dh: u32) -> (f32, usize) {
+        let f = frame(format, w, h, w * 31 + h);
+        let g = build(format, w, h, dw, dh).unwrap();
+        let got = run_graph(&g, &f);
+        let mut want = vec![0.0; 3 * (dw * dh) as usize];
+        let lb = CpuPreprocessor::new().run(&f, dw, dh, &mut want).unwrap();
+        assert_eq!(lb, g.letterbox);
+        let mut worst = 0f32;
+        let mut differ = 0;
+        for (a, b) in got.iter().zip(&want) {
+            let d = (a - b).abs() * 255.0;
+            worst = worst.max(d);
+            differ += usize::from(d > 1e-3);
+        }
+        (worst, differ)
+    }
+
+    #[test]
+    fn every_format_matches_the_cpu_path() {
+        for format in PixelFormat::ALL {
+            // Downscale with letterbox rows, upscale, and odd sizes in the destination.
+            for (w, h, dw, dh) in
+                [(64, 48, 32, 32), (40, 30, 96, 80), (48, 36, 48, 48), (50, 24, 37, 29), (640, 480, 256, 256)]
+            {
+                let (worst, differ) = compare(format, w, h, dw, dh);
+                assert!(worst <= 1.0 + 1e-3, "{format} {w}x{h}->{dw}x{dh}: off by {worst} levels");
+                assert!(differ * 1000 <= (3 * dw * dh) as usize, "{format}: {differ} values differ");
+            }
+        }
+    }
+
+    #[test]
+    fn geometry_the_format_cannot_have_is_refused() {
+        let e = build(PixelFormat::Nv12, 63, 48, 32, 32).unwrap_err();
+        assert!(e.contains("even width"), "{e}");
+        assert!(build(PixelFormat::Rgb24, 64, 48, 0, 32).is_err());
+    }
+
+    #[test]
+    fn interface_shapes() {
+        let g = build(PixelFormat::Yuyv, 640, 480, 256, 256).unwrap();
+        assert_eq!(g.input_shape, vec![480, 1280]);
+        assert_eq!(g.output_shape, [1, 3, 256, 256]);
+        assert_eq!(input_shape(PixelFormat::Nv12, 640, 480), vec![720, 640]);
+        let model = pb::ModelProto::decode(g.onnx.as_slice()).unwrap();
+        assert_eq!(model.opset_import[0].version, OPSET);
+        let graph = model.graph.unwrap();
+        assert_eq!(graph.input[0].name, INPUT);
+        assert_eq!(graph.output[0].name, OUTPUT);
+    }
+}
