@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod client;
 pub mod clock;
 pub mod config;

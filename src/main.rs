@@ -95,6 +95,23 @@ enum Command {
         #[arg(long, default_value_t = 0.5)]
         match_iou: f32,
     },
+    /// Time the detector chain per stage (P50/P90/P99) on a source, after load and warm-up.
+    Bench {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Source to time (unpaced synthetic frames by default).
+        #[arg(long, default_value = "synthetic://?width=1280&height=720&fps=0&format=yuyv&seed=1")]
+        source: String,
+        /// Frames to time.
+        #[arg(long, default_value_t = 300)]
+        frames: u64,
+        /// Warm-up frames before timing.
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record raw frames from a source into a file, for replay with file:// URIs.
     Record {
         /// Source URI, e.g. synthetic://?format=nv12 or v4l2:///dev/video0.
@@ -173,6 +190,30 @@ struct ModelArgs {
     /// Output layout: auto, v5 or v8.
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutHint>,
+    /// Engine: tract (pure Rust, CPU) or onnxruntime.
+    #[arg(long)]
+    engine: Option<String>,
+    /// ONNX Runtime providers in order of preference, e.g. tensorrt,cuda,cpu.
+    #[arg(long, value_delimiter = ',')]
+    providers: Option<Vec<String>>,
+    /// ONNX Runtime library (libonnxruntime.so).
+    #[arg(long)]
+    ort_library: Option<PathBuf>,
+    /// Where preprocessing runs: cpu, gpu or dla.
+    #[arg(long)]
+    preprocess: Option<String>,
+    /// TensorRT precision: fp16, fp32 or int8.
+    #[arg(long)]
+    precision: Option<String>,
+    /// TensorRT engine and timing cache folder ("" disables caching).
+    #[arg(long)]
+    trt_cache: Option<PathBuf>,
+    /// Run the TensorRT engine on this DLA core (GPU fallback).
+    #[arg(long)]
+    dla_core: Option<u32>,
+    /// Engine threads (0: the engine's default).
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 #[derive(clap::Args)]
@@ -225,6 +266,31 @@ impl ModelArgs {
         }
         if let Some(v) = self.layout {
             config.model.layout = v;
+        }
+        let e = &mut config.engine;
+        if let Some(v) = &self.engine {
+            e.kind = v.clone();
+        }
+        if let Some(v) = &self.providers {
+            e.providers = v.clone();
+        }
+        if let Some(v) = &self.ort_library {
+            e.library = v.clone();
+        }
+        if let Some(v) = &self.precision {
+            e.tensorrt.precision = v.clone();
+        }
+        if let Some(v) = &self.trt_cache {
+            e.tensorrt.cache_dir = v.clone();
+        }
+        if let Some(v) = self.dla_core {
+            e.tensorrt.dla_core = Some(v);
+        }
+        if let Some(v) = self.threads {
+            e.threads = v;
+        }
+        if let Some(v) = &self.preprocess {
+            config.preprocess.device = v.clone();
         }
         config.validate(&text, &path)?;
         Ok(config)
@@ -637,6 +703,16 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
         Command::Eval { model, source, frames, match_iou } => cmd_eval(&model, &source, frames, match_iou),
+        Command::Bench { model, source, frames, warmup, json } => {
+            let config = model.resolve()?;
+            let report = jetdetect::bench::run(&config, &source, frames, warmup)?;
+            if json {
+                println!("{}", serde_json::to_string(&report).map_err(|e| Error::Other(e.to_string()))?);
+            } else {
+                print!("{}", jetdetect::bench::format_table(&report));
+            }
+            Ok(true)
+        }
         Command::Record { source, frames, out } => cmd_record(&source, frames, &out),
         Command::Dataset { out, train, val, seed } => {
             let n = jetdetect::dataset::write_dataset(&out, train, val, seed).map_err(Error::Other)?;

@@ -213,3 +213,31 @@ fn clock_and_camera_commands_refuse_bad_targets() {
     let o = jetdetect(&["probe-camera", "/dev/video-none-jd"]);
     assert_clean_failure(&o, &["/dev/video-none-jd", "cannot open"]);
 }
+
+#[test]
+fn bench_reports_every_stage_as_json_and_flags_reach_the_config() {
+    let o = jetdetect(&[
+        "bench",
+        "--model",
+        MODEL,
+        "--source",
+        "synthetic://?width=320&height=240&fps=0&format=uyvy",
+        "--frames",
+        "8",
+        "--warmup",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["frames"], 8);
+    assert_eq!(v["preprocessing"], "cpu");
+    let stages: Vec<&str> = v["stages"].as_array().unwrap().iter().map(|s| s[0].as_str().unwrap()).collect();
+    assert_eq!(stages, ["source", "preprocess", "inference", "decode", "detect"]);
+    assert!(v["stages"][2][1]["p99"].as_f64().unwrap() > 0.0);
+    // Engine flags go through config validation: accelerated preprocessing needs ONNX Runtime.
+    let o = jetdetect(&["bench", "--model", MODEL, "--preprocess", "gpu", "--frames", "1"]);
+    assert_clean_failure(&o, &["[preprocess] device", "kind = \"onnxruntime\""]);
+    let o = jetdetect(&["bench", "--model", MODEL, "--engine", "onnx", "--frames", "1"]);
+    assert_clean_failure(&o, &["[engine] kind"]);
+}

@@ -72,47 +72,74 @@ pub fn build(
     let mut g = Graph::default();
     let shape = input_shape(format, width, height);
     let (w, h) = (width as i64, height as i64);
-    let bytes = g.node("Cast", &[INPUT], vec![attr_int("to", pb::tensor_proto::DataType::Float as i64)]);
-    // Pixels as [H, W, C] floats holding integers 0..=255, C = 1 (grey) or 3 (RGB).
+    let rows = Axis::new(height, lb.new_h);
+    let cols = Axis::new(width, lb.new_w);
+    // Only the rows and columns the resize reads are converted: conversion is per
+    // pixel and the horizontal pass per row, so selecting first changes no value.
+    let row_sel = rows.selection().map(|r| g.const_i64(&r, &[r.len() as i64]));
+    let col_sel = cols.selection().map(|c| g.const_i64(&c, &[c.len() as i64]));
+    let r = rows.lines.len() as i64;
+    let raw = g.node("Cast", &[INPUT], vec![attr_int("to", pb::tensor_proto::DataType::Float as i64)]);
+    // Pixels as [rows, cols, C] floats holding integers 0..=255, C = 1 (grey) or 3 (RGB).
     let (pixels, channels) = match format {
-        PixelFormat::Rgb24 => (bytes, 3),
-        PixelFormat::Bgr24 => {
-            let order = g.const_i64(&[2, 1, 0], &[3]);
-            (g.node("Gather", &[&bytes, &order], vec![attr_int("axis", 2)]), 3)
+        PixelFormat::Rgb24 | PixelFormat::Bgr24 => {
+            let x = g.select(&raw, row_sel.as_deref(), 0);
+            let x = g.select(&x, col_sel.as_deref(), 1);
+            if format == PixelFormat::Bgr24 {
+                let order = g.const_i64(&[2, 1, 0], &[3]);
+                (g.node("Gather", &[&x, &order], vec![attr_int("axis", 2)]), 3)
+            } else {
+                (x, 3)
+            }
         }
-        PixelFormat::Grey => (g.unsqueeze(&bytes, 2), 1),
+        PixelFormat::Grey => {
+            let x = g.select(&raw, row_sel.as_deref(), 0);
+            let x = g.select(&x, col_sel.as_deref(), 1);
+            (g.unsqueeze(&x, 2), 1)
+        }
         PixelFormat::Yuyv | PixelFormat::Uyvy => {
-            // [H, 2W] -> [H, W/2, 4] macropixels; the two lumas interleave back to [H, W, 1].
-            let quads = g.reshape(&bytes, &[h, w / 2, 4]);
+            // [rows, 2W] -> [rows, W/2, 4] macropixels; the two lumas interleave back to [rows, W, 1].
+            let x = g.select(&raw, row_sel.as_deref(), 0);
+            let quads = g.reshape(&x, &[r, w / 2, 4]);
             let pick = |g: &mut Graph, k: i64| g.slice(&quads, k, k + 1, 2);
             let (y0, u, y1, v) = if format == PixelFormat::Yuyv {
                 (pick(&mut g, 0), pick(&mut g, 1), pick(&mut g, 2), pick(&mut g, 3))
             } else {
                 (pick(&mut g, 1), pick(&mut g, 0), pick(&mut g, 3), pick(&mut g, 2))
             };
-            let y = g.node("Concat", &[&y0, &y1], vec![attr_int("axis", 2)]);
-            let u = g.node("Concat", &[&u, &u], vec![attr_int("axis", 2)]);
-            let v = g.node("Concat", &[&v, &v], vec![attr_int("axis", 2)]);
-            let y = g.reshape(&y, &[h, w, 1]);
-            let u = g.reshape(&u, &[h, w, 1]);
-            let v = g.reshape(&v, &[h, w, 1]);
-            (g.yuv_to_rgb(&y, &u, &v), 3)
+            let mut planes = Vec::new();
+            for (a, b) in [(&y0, &y1), (&u, &u), (&v, &v)] {
+                let plane = g.node("Concat", &[a, b], vec![attr_int("axis", 2)]);
+                let plane = g.reshape(&plane, &[r, w, 1]);
+                planes.push(g.select(&plane, col_sel.as_deref(), 1));
+            }
+            (g.yuv_to_rgb(&planes[0], &planes[1], &planes[2]), 3)
         }
         PixelFormat::Nv12 => {
-            let y = g.slice(&bytes, 0, h, 0);
-            let y = g.unsqueeze(&y, 2);
-            // Chroma rows [H/2, W] = [H/2, W/2, (U, V)], each sample covering 2x2 pixels.
-            let uv = g.slice(&bytes, h, h + h / 2, 0);
-            let uv = g.reshape(&uv, &[h / 2, 1, w / 2, 1, 2]);
-            let to = g.const_i64(&[h / 2, 2, w / 2, 2, 2], &[5]);
-            let uv = g.node("Expand", &[&uv, &to], vec![]);
-            let uv = g.reshape(&uv, &[h, w, 2]);
-            let u = g.slice(&uv, 0, 1, 2);
-            let v = g.slice(&uv, 1, 2, 2);
-            (g.yuv_to_rgb(&y, &u, &v), 3)
+            // Luma rows, and for each the chroma row [W/2 x (U, V)] that covers it.
+            let luma_rows: Vec<i64> = rows.lines.clone();
+            let chroma_rows: Vec<i64> = rows.lines.iter().map(|y| h + y / 2).collect();
+            let y = match &row_sel {
+                Some(sel) => g.node("Gather", &[&raw, sel], vec![attr_int("axis", 0)]),
+                None => g.slice(&raw, 0, h, 0),
+            };
+            debug_assert_eq!(luma_rows.len() as i64, r);
+            let c = g.const_i64(&chroma_rows, &[r]);
+            let uv = g.node("Gather", &[&raw, &c], vec![attr_int("axis", 0)]);
+            let uv = g.reshape(&uv, &[r, w / 2, 2]);
+            let mut planes = vec![g.unsqueeze(&y, 2)];
+            for k in 0..2 {
+                let half = g.slice(&uv, k, k + 1, 2);
+                let full = g.node("Concat", &[&half, &half], vec![attr_int("axis", 2)]);
+                planes.push(g.reshape(&full, &[r, w, 1]));
+            }
+            for p in &mut planes {
+                *p = g.select(p, col_sel.as_deref(), 1);
+            }
+            (g.yuv_to_rgb(&planes[0], &planes[1], &planes[2]), 3)
         }
     };
-    let resized = g.resize(&pixels, &lb);
+    let resized = g.resize(&pixels, &rows, &cols);
     // [nh, nw, C] -> [C, nh, nw] -> 3 planes -> /255 -> letterbox borders.
     let planes = g.node("Transpose", &[&resized], vec![attr_ints("perm", &[2, 0, 1])]);
     let planes = if channels == 1 {
@@ -138,6 +165,45 @@ pub fn build(
     );
     let model = g.finish(&shape, output_shape, description);
     Ok(PreprocessGraph { onnx: model.encode_to_vec(), input_shape: shape, output_shape, letterbox: lb })
+}
+
+/// One axis of the resize: OpenCV's taps and the source lines (rows or
+/// columns) they read.
+struct Axis {
+    taps: Vec<cpu::Tap>,
+    /// Same size in and out: the CPU path copies, and so does the graph.
+    identity: bool,
+    /// Source lines read, ascending (every line when `identity`).
+    lines: Vec<i64>,
+    /// Source lines in all.
+    src: usize,
+}
+
+impl Axis {
+    fn new(src: u32, dst: u32) -> Axis {
+        let mut taps = Vec::new();
+        cpu::taps(src, dst, &mut taps);
+        let identity = src == dst;
+        let mut lines: Vec<i64> = if identity {
+            (0..src as i64).collect()
+        } else {
+            taps.iter().flat_map(|t| [t.index as i64, (t.index + usize::from(t.w1 != 0)) as i64]).collect()
+        };
+        lines.sort_unstable();
+        lines.dedup();
+        Axis { taps, identity, lines, src: src as usize }
+    }
+
+    /// The lines to gather before converting, when that is fewer than all.
+    fn selection(&self) -> Option<Vec<i64>> {
+        (self.lines.len() < self.src).then(|| self.lines.clone())
+    }
+
+    /// First and second tap of each output line, as positions in `lines`.
+    fn local(&self) -> (Vec<i64>, Vec<i64>) {
+        let at = |i: usize| self.lines.binary_search(&(i as i64)).expect("every tap is in lines") as i64;
+        self.taps.iter().map(|t| (at(t.index), at(t.index + usize::from(t.w1 != 0)))).unzip()
+    }
 }
 
 /// Graph under construction: nodes and constants, with generated names.
@@ -299,24 +365,27 @@ impl Graph {
         self.clip(&rgb, 0.0, 255.0)
     }
 
-    /// OpenCV `INTER_LINEAR` of `[H, W, C]` integer pixels to `[new_h, new_w, C]`,
-    /// as [`super::cpu`] does it: horizontal taps in 11-bit weights, then the
-    /// vertical pass `((h0 >> 4) * w0 >> 16) + ((h1 >> 4) * w1 >> 16) + 2 >> 2`.
-    fn resize(&mut self, pixels: &str, lb: &Letterbox) -> String {
+    /// `x` restricted to the indices `sel` along `axis`, or `x` when there is no selection.
+    fn select(&mut self, x: &str, sel: Option<&str>, axis: i64) -> String {
+        match sel {
+            Some(sel) => self.node("Gather", &[x, sel], vec![attr_int("axis", axis)]),
+            None => x.to_string(),
+        }
+    }
+
+    /// OpenCV `INTER_LINEAR` of integer pixels `[rows.lines, cols.lines, C]` to
+    /// `[new_h, new_w, C]`, as [`super::cpu`] does it: horizontal taps in 11-bit
+    /// weights, then the vertical pass `((h0 >> 4) * w0 >> 16) + ((h1 >> 4) * w1 >> 16) + 2 >> 2`.
+    fn resize(&mut self, pixels: &str, rows: &Axis, cols: &Axis) -> String {
         const ONE: f32 = cpu::WEIGHT_ONE as f32;
-        let mut xs = Vec::new();
-        let mut ys = Vec::new();
-        cpu::taps(lb.src_w, lb.new_w, &mut xs);
-        cpu::taps(lb.src_h, lb.new_h, &mut ys);
-        let (new_w, new_h) = (lb.new_w as i64, lb.new_h as i64);
+        let (new_w, new_h) = (cols.taps.len() as i64, rows.taps.len() as i64);
         // Horizontal: h = p[i0] * w0 + p[i1] * w1, in units of 1/2048 (exact in f32).
-        let horizontal = if lb.new_w == lb.src_w {
+        let horizontal = if cols.identity {
             pixels.to_string()
         } else {
-            let i0: Vec<i64> = xs.iter().map(|t| t.index as i64).collect();
-            let i1: Vec<i64> = xs.iter().map(|t| (t.index + usize::from(t.w1 != 0)) as i64).collect();
-            let w0: Vec<f32> = xs.iter().map(|t| t.w0 as f32 / ONE).collect();
-            let w1: Vec<f32> = xs.iter().map(|t| t.w1 as f32 / ONE).collect();
+            let (i0, i1) = cols.local();
+            let w0: Vec<f32> = cols.taps.iter().map(|t| t.w0 as f32 / ONE).collect();
+            let w1: Vec<f32> = cols.taps.iter().map(|t| t.w1 as f32 / ONE).collect();
             let (i0, i1) = (self.const_i64(&i0, &[new_w]), self.const_i64(&i1, &[new_w]));
             let (w0, w1) = (self.const_f32(&w0, &[1, new_w, 1]), self.const_f32(&w1, &[1, new_w, 1]));
             let a = self.node("Gather", &[pixels, &i0], vec![attr_int("axis", 1)]);
@@ -328,16 +397,14 @@ impl Graph {
         // h >> 4 in OpenCV's units (2048 * h / 16 = 128 h).
         let scaled = self.scale(&horizontal, 128.0);
         let p = self.floor(&scaled);
-        let vertical = if lb.new_h == lb.src_h {
+        let vertical = if rows.identity {
             // Weights 2048 and 0: (p * 2048) >> 16.
             let t = self.scale(&p, ONE / 65536.0);
             self.floor(&t)
         } else {
-            let last = lb.src_h as usize - 1;
-            let i0: Vec<i64> = ys.iter().map(|t| t.index as i64).collect();
-            let i1: Vec<i64> = ys.iter().map(|t| (t.index + 1).min(last) as i64).collect();
-            let w0: Vec<f32> = ys.iter().map(|t| t.w0 as f32 / 65536.0).collect();
-            let w1: Vec<f32> = ys.iter().map(|t| t.w1 as f32 / 65536.0).collect();
+            let (i0, i1) = rows.local();
+            let w0: Vec<f32> = rows.taps.iter().map(|t| t.w0 as f32 / 65536.0).collect();
+            let w1: Vec<f32> = rows.taps.iter().map(|t| t.w1 as f32 / 65536.0).collect();
             let (i0, i1) = (self.const_i64(&i0, &[new_h]), self.const_i64(&i1, &[new_h]));
             let (w0, w1) = (self.const_f32(&w0, &[new_h, 1, 1]), self.const_f32(&w1, &[new_h, 1, 1]));
             let a = self.node("Gather", &[&p, &i0], vec![attr_int("axis", 0)]);
