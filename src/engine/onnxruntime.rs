@@ -127,6 +127,107 @@ fn environment(library: &Path) -> Result<&'static ort::environment::Environment,
     Ok(env)
 }
 
+/// Folders where the TensorRT provider's `libnvinfer` may be: the loader's
+/// path, next to ONNX Runtime (pip wheels), JetPack and CUDA locations.
+fn tensorrt_dirs(library: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("LD_LIBRARY_PATH").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
+    if let Some(capi) = library.parent() {
+        dirs.push(capi.to_path_buf());
+        if let Some(site) = capi.parent().and_then(Path::parent) {
+            dirs.push(site.join("tensorrt_libs"));
+        }
+    }
+    for d in [
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/local/cuda/lib64",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/lib",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs
+}
+
+/// The TensorRT version the provider will load, read from the first
+/// `libnvinfer.so.*` found in `dirs` (symlinks resolved: `libnvinfer.so.10` ->
+/// `10.3.0`). A cached engine only fits the TensorRT that built it.
+pub fn tensorrt_version(dirs: &[PathBuf]) -> Option<String> {
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let mut best: Option<String> = None;
+        for e in entries.flatten() {
+            let path = e.path();
+            let real = std::fs::canonicalize(&path).unwrap_or(path);
+            let Some(v) =
+                real.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("libnvinfer.so."))
+            else {
+                continue;
+            };
+            if v.split('.').all(|p| p.parse::<u32>().is_ok())
+                && best.as_ref().is_none_or(|b| v.split('.').count() > b.split('.').count())
+            {
+                best = Some(v.to_string());
+            }
+        }
+        if best.is_some() {
+            return best;
+        }
+    }
+    None
+}
+
+/// The ONNX Runtime version, from its build information (`git-branch=rel-1.19.0`)
+/// or the library's file name.
+fn ort_version(library: &Path) -> String {
+    let info = ort::info();
+    if let Some(v) = info.split("git-branch=rel-").nth(1) {
+        return v.split([',', ' ']).next().unwrap_or(v).to_string();
+    }
+    let real = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    real.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split(".so.").nth(1))
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+/// Logs every 15 s while alive, so that a TensorRT engine build (minutes on a
+/// Nano) shows it is still going.
+struct Progress {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(what: String) -> Progress {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let started = std::time::Instant::now();
+        let thread = std::thread::Builder::new()
+            .name("build-progress".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(std::time::Duration::from_secs(15))
+                {
+                    log::info!("{what}: still preparing after {:.0} s", started.elapsed().as_secs_f64());
+                }
+            })
+            .ok();
+        Progress { stop: Some(tx), thread }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A short hash of the model bytes, for engine cache names.
 fn model_key(bytes: &[u8]) -> String {
     // FNV-1a 64: stable across builds and platforms.
@@ -160,7 +261,15 @@ pub struct OrtEngine {
     label: String,
 }
 
-fn tensorrt(opts: &TensorRtOptions, key: &str) -> Result<ep::ExecutionProviderDispatch, EngineError> {
+/// The TensorRT provider with `opts`; `key` names the model (its hash) and the
+/// runtime versions, so a cached engine is reused only for the same model,
+/// precision, device (DLA core or GPU), TensorRT and ONNX Runtime. (ONNX Runtime
+/// adds the GPU's compute capability to the file name itself.)
+fn tensorrt(
+    opts: &TensorRtOptions,
+    key: &str,
+    versions: &str,
+) -> Result<ep::ExecutionProviderDispatch, EngineError> {
     let mut trt = ep::TensorRT::default()
         .with_builder_optimization_level(opts.builder_optimization_level)
         .with_max_workspace_size(opts.workspace_mib << 20)
@@ -194,15 +303,33 @@ fn tensorrt(opts: &TensorRtOptions, key: &str) -> Result<ep::ExecutionProviderDi
         } else {
             let dir = opts.cache_dir.display().to_string();
             let dla = opts.dla_core.map(|c| format!("dla{c}")).unwrap_or_else(|| "gpu".into());
+            let prefix = cache_prefix(key, &opts.precision, &dla, versions);
+            let cached = std::fs::read_dir(&opts.cache_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .find(|n| n.starts_with(&prefix) && n.ends_with(".engine"));
+            match cached {
+                Some(name) => log::info!("TensorRT: cached engine {dir}/{name}"),
+                None => log::info!(
+                    "TensorRT: no cached engine {dir}/{prefix}*: building one (seconds to minutes; the next start loads it)"
+                ),
+            }
             trt = trt
                 .with_engine_cache(true)
                 .with_engine_cache_path(&dir)
-                .with_engine_cache_prefix(format!("{key}_{}_{dla}", opts.precision))
+                .with_engine_cache_prefix(prefix)
                 .with_timing_cache(true)
                 .with_timing_cache_path(&dir);
         }
     }
     Ok(trt.build().error_on_failure())
+}
+
+/// The engine cache file prefix: `{model hash}_{precision}_{gpu|dlaN}_trt{version}_ort{version}`.
+fn cache_prefix(key: &str, precision: &str, device: &str, versions: &str) -> String {
+    format!("{key}_{precision}_{device}_{versions}")
 }
 
 /// Creates a session builder with the providers in `providers` (in order of
@@ -226,7 +353,18 @@ fn session_builder(
     let mut refused = Vec::new();
     for name in providers {
         let dispatch = match name.as_str() {
-            "tensorrt" => tensorrt(tensorrt_options, key)?,
+            "tensorrt" => {
+                let trt = tensorrt_version(&tensorrt_dirs(library));
+                if trt.is_none() {
+                    log::warn!(
+                        "no libnvinfer.so.* found in LD_LIBRARY_PATH or the usual places: the TensorRT \
+                         provider will probably not load (JetPack: install TensorRT; pip: tensorrt-cu12)"
+                    );
+                }
+                let versions =
+                    format!("trt{}_ort{}", trt.as_deref().unwrap_or("unknown"), ort_version(library));
+                tensorrt(tensorrt_options, key, &versions)?
+            }
             "cuda" => ep::CUDA::default().build().error_on_failure(),
             "cpu" => ep::CPU::default().build().error_on_failure(),
             other => {
@@ -284,6 +422,14 @@ impl OrtEngine {
         };
         let (mut builder, used) =
             session_builder(env, &library, &options.providers, &options.tensorrt, &key, options.threads)?;
+        // Session creation builds the TensorRT engine (or loads it from the cache); the first run sizes the output.
+        let started = std::time::Instant::now();
+        log::info!(
+            "{}: preparing with {} (a TensorRT engine build can take minutes the first time)",
+            path.display(),
+            used.join(" > ")
+        );
+        let progress = Progress::start(path.display().to_string());
         let mut session = builder.commit_from_memory(&bytes).map_err(|e| {
             model_err("ONNX Runtime cannot load this model (corrupt, or an engine build failure)", &e)
         })?;
@@ -324,13 +470,6 @@ impl OrtEngine {
                 }
             }
         }
-        // One run sizes the output (and builds the TensorRT engine, which may take minutes the first time).
-        let started = std::time::Instant::now();
-        log::info!(
-            "{}: preparing with {} (a TensorRT engine build can take minutes the first time)",
-            path.display(),
-            used.join(" > ")
-        );
         let input_buf = vec![0f32; input_shape.iter().product()];
         let output_shape: Vec<usize> = {
             let t = TensorRef::from_array_view((input_shape, &input_buf[..]))
@@ -342,6 +481,7 @@ impl OrtEngine {
                 out[0].try_extract_tensor::<f32>().map_err(|e| model_err("the output is not f32", &e))?;
             shape.iter().map(|&d| d as usize).collect()
         };
+        drop(progress);
         log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
         let n_out: usize = output_shape.iter().product();
         // Input and output bound once to tensors allocated here: each run reuses them.
@@ -459,6 +599,8 @@ impl Engine for OrtEngine {
         let key = format!("pre{}", model_key(onnx));
         let (mut builder, used) =
             session_builder(self.env, &self.library, &self.used, &trt, &key, self.options.threads)?;
+        let started = std::time::Instant::now();
+        let progress = Progress::start(format!("preprocessing graph ({device})"));
         let session = builder
             .commit_from_memory(onnx)
             .map_err(|e| err("ONNX Runtime cannot build it (an engine build failure?)", &e))?;
@@ -508,9 +650,9 @@ impl Engine for OrtEngine {
             input: host,
             len: input_shape.iter().product(),
         };
-        // One run builds the TensorRT engine now rather than on the first frame.
-        let started = std::time::Instant::now();
+        // One run now rather than on the first frame.
         stage.run(&vec![0; stage.len])?;
+        drop(progress);
         log::info!(
             "preprocessing graph on {}: ready in {:.1} s",
             stage.label,
@@ -555,5 +697,49 @@ impl InputStage for OrtStage {
         }
         self.session.run_binding(&self.binding).map_err(err)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensorrt_version_comes_from_the_resolved_libnvinfer() {
+        let root = std::env::temp_dir().join(format!("jetdetect-trt-{}", std::process::id()));
+        let (empty, jetpack, wheel) = (root.join("empty"), root.join("jetpack"), root.join("wheel"));
+        for d in [&empty, &jetpack, &wheel] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // JetPack: libnvinfer.so.8 -> libnvinfer.so.8.5.2 (plus unrelated libraries).
+        std::fs::write(jetpack.join("libnvinfer.so.8.5.2"), b"").unwrap();
+        let _ = std::fs::remove_file(jetpack.join("libnvinfer.so.8"));
+        std::os::unix::fs::symlink("libnvinfer.so.8.5.2", jetpack.join("libnvinfer.so.8")).unwrap();
+        std::fs::write(jetpack.join("libnvinfer_plugin.so.8.5.2"), b"").unwrap();
+        // A pip wheel ships only the major-version name.
+        std::fs::write(wheel.join("libnvinfer.so.10"), b"").unwrap();
+        assert_eq!(
+            tensorrt_version(&[empty.clone(), jetpack.clone(), wheel.clone()]).as_deref(),
+            Some("8.5.2")
+        );
+        assert_eq!(tensorrt_version(&[root.join("missing"), wheel]).as_deref(), Some("10"));
+        assert_eq!(tensorrt_version(&[empty]), None);
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn cache_names_separate_models_precisions_devices_and_versions() {
+        let a = cache_prefix(&model_key(b"model a"), "fp16", "gpu", "trt10.3.0_ort1.19.0");
+        assert!(a.ends_with("_fp16_gpu_trt10.3.0_ort1.19.0"), "{a}");
+        let others = [
+            cache_prefix(&model_key(b"model b"), "fp16", "gpu", "trt10.3.0_ort1.19.0"),
+            cache_prefix(&model_key(b"model a"), "int8", "gpu", "trt10.3.0_ort1.19.0"),
+            cache_prefix(&model_key(b"model a"), "fp16", "dla0", "trt10.3.0_ort1.19.0"),
+            cache_prefix(&model_key(b"model a"), "fp16", "gpu", "trt8.5.2_ort1.19.0"),
+        ];
+        for o in others {
+            assert!(!o.starts_with(&a) && !a.starts_with(&o), "{a} vs {o}");
+        }
+        assert_eq!(model_key(b"model a"), model_key(b"model a"));
     }
 }
