@@ -269,7 +269,7 @@ fn tensorrt(
     opts: &TensorRtOptions,
     key: &str,
     versions: &str,
-) -> Result<ep::ExecutionProviderDispatch, EngineError> {
+) -> Result<(ep::ExecutionProviderDispatch, Option<String>), EngineError> {
     let mut trt = ep::TensorRT::default()
         .with_builder_optimization_level(opts.builder_optimization_level)
         .with_max_workspace_size(opts.workspace_mib << 20)
@@ -294,6 +294,7 @@ fn tensorrt(
     if let Some(core) = opts.dla_core {
         trt = trt.with_dla(true).with_dla_core(core);
     }
+    let mut note = None;
     if !opts.cache_dir.as_os_str().is_empty() {
         if let Err(e) = std::fs::create_dir_all(&opts.cache_dir) {
             log::warn!(
@@ -310,12 +311,12 @@ fn tensorrt(
                 .flatten()
                 .filter_map(|e| e.file_name().into_string().ok())
                 .find(|n| n.starts_with(&prefix) && n.ends_with(".engine"));
-            match cached {
-                Some(name) => log::info!("TensorRT: cached engine {dir}/{name}"),
-                None => log::info!(
+            note = Some(match cached {
+                Some(name) => format!("TensorRT: cached engine {dir}/{name}"),
+                None => format!(
                     "TensorRT: no cached engine {dir}/{prefix}*: building one (seconds to minutes; the next start loads it)"
                 ),
-            }
+            });
             trt = trt
                 .with_engine_cache(true)
                 .with_engine_cache_path(&dir)
@@ -324,7 +325,7 @@ fn tensorrt(
                 .with_timing_cache_path(&dir);
         }
     }
-    Ok(trt.build().error_on_failure())
+    Ok((trt.build().error_on_failure(), note))
 }
 
 /// The engine cache file prefix: `{model hash}_{precision}_{gpu|dlaN}_trt{version}_ort{version}`.
@@ -352,18 +353,18 @@ fn session_builder(
     let mut used = Vec::new();
     let mut refused = Vec::new();
     for name in providers {
+        let mut note = None;
         let dispatch = match name.as_str() {
             "tensorrt" => {
                 let trt = tensorrt_version(&tensorrt_dirs(library));
                 if trt.is_none() {
-                    log::warn!(
-                        "no libnvinfer.so.* found in LD_LIBRARY_PATH or the usual places: the TensorRT \
-                         provider will probably not load (JetPack: install TensorRT; pip: tensorrt-cu12)"
-                    );
+                    log::debug!("no libnvinfer.so.* in LD_LIBRARY_PATH or the usual places");
                 }
                 let versions =
                     format!("trt{}_ort{}", trt.as_deref().unwrap_or("unknown"), ort_version(library));
-                tensorrt(tensorrt_options, key, &versions)?
+                let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
+                note = cache;
+                dispatch
             }
             "cuda" => ep::CUDA::default().build().error_on_failure(),
             "cpu" => ep::CPU::default().build().error_on_failure(),
@@ -378,6 +379,9 @@ fn session_builder(
             Ok(b) => {
                 builder = b;
                 used.push(name.clone());
+                if let Some(n) = note {
+                    log::info!("{n}");
+                }
             }
             Err(e) => {
                 let mut why = e.to_string();
@@ -597,8 +601,11 @@ impl Engine for OrtEngine {
             );
         }
         let key = format!("pre{}", model_key(onnx));
-        let (mut builder, used) =
+        let (builder, used) =
             session_builder(self.env, &self.library, &self.used, &trt, &key, self.options.threads)?;
+        // The stage runs just before the engine: threads spinning on after it would take
+        // the CPU from the engine's own (measured: +4 ms per frame on 2 cores).
+        let mut builder = builder.with_intra_op_spinning(false).map_err(|e| err("session options", &e))?;
         let started = std::time::Instant::now();
         let progress = Progress::start(format!("preprocessing graph ({device})"));
         let session = builder
