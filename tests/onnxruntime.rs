@@ -101,11 +101,14 @@ fn missing_library_and_missing_providers_are_documented_errors() {
     let Some(lib) = library() else { return };
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
     c.engine.providers = vec!["tensorrt".into()];
-    c.engine.tensorrt.dla_core = Some(0);
     let e = Detector::from_config(&c).err().unwrap().to_string();
     assert!(e.contains("none of the providers") && e.contains("tensorrt"), "{e}");
     assert!(e.contains("TensorRT execution provider is not enabled in this build"), "{e}");
-    assert!(e.contains("DLA needs a Jetson"), "{e}");
+    // DLA asked for on a machine without one: refused before TensorRT could quietly use the GPU.
+    c.engine.tensorrt.dla_core = Some(0);
+    c.engine.providers = vec!["tensorrt".into(), "cpu".into()];
+    let e = Detector::from_config(&c).err().unwrap().to_string();
+    assert!(e.contains("this board has no DLA") && e.contains("remove [engine.tensorrt] dla_core"), "{e}");
 }
 
 /// An ONNX model whose output is its input `[1, 3, h, w]`: running it reads back what a stage wrote.

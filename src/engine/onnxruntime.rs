@@ -179,6 +179,57 @@ pub fn tensorrt_version(dirs: &[PathBuf]) -> Option<String> {
     None
 }
 
+/// DLA engines on this board: host1x client nodes named `*.nvdla<N>` under
+/// `<root>/sys/devices/platform` (Xavier and Orin AGX/NX have two; Nano, TX2
+/// and Orin Nano none).
+pub fn dla_cores(root: &Path) -> usize {
+    fn walk(dir: &Path, depth: usize, found: &mut std::collections::BTreeSet<u32>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if let Some(n) = name.rsplit_once(".nvdla").and_then(|(_, n)| n.parse::<u32>().ok()) {
+                found.insert(n);
+            } else if depth > 0 && e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), depth - 1, found);
+            }
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    walk(&root.join("sys/devices/platform"), 3, &mut found);
+    found.len()
+}
+
+/// Checks that DLA core `core` can be used: TensorRT 10.7 was the last
+/// release with DLA, and the board must have the core.
+pub fn check_dla(core: u32, tensorrt: Option<&str>, root: &Path) -> Result<(), String> {
+    if let Some(v) = tensorrt {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if (major, minor) > (10, 7) {
+            return Err(format!(
+                "DLA core {core} was asked for, but TensorRT {v} has no DLA support (10.7 was the last \
+                 release with it; JetPack 4.6-6.x ship 8.2-10.3): remove [engine.tensorrt] dla_core and use \
+                 [preprocess] device = \"gpu\""
+            ));
+        }
+    }
+    let n = dla_cores(root);
+    if core as usize >= n {
+        return Err(if n == 0 {
+            format!(
+                "DLA core {core} was asked for, but this board has no DLA (none under {}): DLA exists on \
+                 Jetson Xavier and Orin AGX/NX, not on Nano, TX2 or Orin Nano; remove [engine.tensorrt] \
+                 dla_core and use [preprocess] device = \"gpu\"",
+                root.join("sys/devices/platform").display()
+            )
+        } else {
+            format!("DLA core {core} was asked for, but this board has {n} DLA cores: use 0 to {}", n - 1)
+        });
+    }
+    Ok(())
+}
+
 /// The ONNX Runtime version, from its build information (`git-branch=rel-1.19.0`)
 /// or the library's file name.
 fn ort_version(library: &Path) -> String {
@@ -359,6 +410,10 @@ fn session_builder(
                 let trt = tensorrt_version(&tensorrt_dirs(library));
                 if trt.is_none() {
                     log::debug!("no libnvinfer.so.* in LD_LIBRARY_PATH or the usual places");
+                }
+                if let Some(core) = tensorrt_options.dla_core {
+                    // Asked for explicitly: refuse rather than let TensorRT quietly use the GPU.
+                    check_dla(core, trt.as_deref(), Path::new("/")).map_err(EngineError::Model)?;
                 }
                 let versions =
                     format!("trt{}_ort{}", trt.as_deref().unwrap_or("unknown"), ort_version(library));
@@ -732,6 +787,30 @@ mod tests {
         assert_eq!(tensorrt_version(&[root.join("missing"), wheel]).as_deref(), Some("10"));
         assert_eq!(tensorrt_version(&[empty]), None);
         let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn dla_is_checked_against_the_board_and_the_tensorrt_version() {
+        let board =
+            |name: &str| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(name);
+        for b in ["xavier-nx-jp5", "agx-orin-jp6"] {
+            assert_eq!(dla_cores(&board(b)), 2, "{b}");
+            check_dla(0, Some("10.3.0"), &board(b)).unwrap();
+            check_dla(1, Some("8.5.2"), &board(b)).unwrap();
+            let e = check_dla(2, Some("8.5.2"), &board(b)).unwrap_err();
+            assert!(e.contains("has 2 DLA cores: use 0 to 1"), "{e}");
+        }
+        for b in ["nano-jp4", "orin-nano-jp6", "not-a-jetson"] {
+            assert_eq!(dla_cores(&board(b)), 0, "{b}");
+            let e = check_dla(0, Some("10.3.0"), &board(b)).unwrap_err();
+            assert!(e.contains("this board has no DLA") && e.contains("device = \"gpu\""), "{e}");
+        }
+        // JetPack 7 keeps the hardware but its TensorRT has no DLA.
+        let e = check_dla(0, Some("10.13.3"), &board("agx-orin-jp7")).unwrap_err();
+        assert!(e.contains("TensorRT 10.13.3 has no DLA support"), "{e}");
+        assert!(check_dla(0, Some("11.4"), &board("agx-orin-jp7")).is_err());
+        check_dla(0, Some("10.7.0"), &board("agx-orin-jp7")).unwrap();
+        check_dla(0, None, &board("agx-orin-jp6")).unwrap();
     }
 
     #[test]
