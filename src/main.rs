@@ -78,6 +78,9 @@ enum Command {
         /// The TOML config file.
         #[arg(long, short)]
         config: PathBuf,
+        /// Print nothing when the config is valid (for ExecStartPre=).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Detect objects in images and print one JSON line per image.
     Detect(DetectArgs),
@@ -688,11 +691,13 @@ fn run(cli: Cli) -> Result<bool, Error> {
     match cli.command {
         Command::Run { config, source, socket, echo } => cmd_run(&config, source, socket, echo),
         Command::Watch { socket, config, json, count } => cmd_watch(socket, config, json, count),
-        Command::Check { config } => {
+        Command::Check { config, quiet } => {
             let c = Config::load(&config)?;
             let text = std::fs::read_to_string(&config).unwrap_or_default();
             c.check_files(&config, &text)?;
-            print!("# {}: OK\n{}", config.display(), c.to_toml());
+            if !quiet {
+                print!("# {}: OK\n{}", config.display(), c.to_toml());
+            }
             Ok(true)
         }
         Command::Detect(args) => cmd_detect(&args),

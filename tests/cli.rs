@@ -158,9 +158,14 @@ fn check_prints_the_resolved_config_or_names_the_bad_line() {
             assert_clean_failure(&o, &["[model] path", "/usr/share/jetdetect/models/obstacles-v8.onnx"]);
         }
     }
+    // --quiet (the service's ExecStartPre=): silent when valid, the same error when not.
+    let o = jetdetect(&["check", "--config", "configs/demo.toml", "--quiet"]);
+    assert!(o.status.success() && o.stdout.is_empty(), "{}", stderr(&o));
     let bad = tmp("bad.toml");
     std::fs::write(&bad, "[detect]\nconfidence = 0.3\niuo = 0.5\n").unwrap();
     let o = jetdetect(&["check", "--config", bad.to_str().unwrap()]);
+    assert_clean_failure(&o, &["bad.toml:3", "unknown field `iuo`"]);
+    let o = jetdetect(&["check", "--config", bad.to_str().unwrap(), "--quiet"]);
     assert_clean_failure(&o, &["bad.toml:3", "unknown field `iuo`"]);
     let o = jetdetect(&["check", "--config", "configs/missing.toml"]);
     assert_clean_failure(&o, &["configs/missing.toml", "cannot read the config file"]);

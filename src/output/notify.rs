@@ -58,6 +58,47 @@ impl Notifier {
     }
 }
 
+/// Keeps systemd's watchdog fed while the service starts (loading the model can
+/// mean a TensorRT engine build of minutes), until dropped. Start-up itself is
+/// bounded by the unit's `TimeoutStartSec=`; the watchdog is for the running pipeline.
+pub struct StartupKeepalive {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StartupKeepalive {
+    /// Starts pinging at half the watchdog period; `None` without a watchdog.
+    pub fn start() -> Option<StartupKeepalive> {
+        let notifier = Notifier::from_env();
+        let period = notifier.watchdog_period()? / 2;
+        if !notifier.enabled() {
+            return None;
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("startup-watchdog".into())
+            .spawn(move || {
+                notifier.send(
+                    "WATCHDOG=1\nSTATUS=starting: loading the model (a TensorRT build can take minutes)",
+                );
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(period) {
+                    notifier.send("WATCHDOG=1");
+                }
+            })
+            .ok()?;
+        Some(StartupKeepalive { stop: Some(tx), thread: Some(thread) })
+    }
+}
+
+impl Drop for StartupKeepalive {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn send_abstract(sock: &UnixDatagram, name: &str, msg: &[u8]) -> std::io::Result<()> {
     use std::os::linux::net::SocketAddrExt;

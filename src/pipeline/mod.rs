@@ -28,7 +28,7 @@ use crate::detector::Detector;
 use crate::error::{Error, Result};
 use crate::frame::Frame;
 use crate::output::metrics::{self, MetricsServer};
-use crate::output::notify::Notifier;
+use crate::output::notify::{Notifier, StartupKeepalive};
 use crate::output::protocol::{self, FrameCounters, FrameReport, Hello, SourceState, StatsInput};
 use crate::output::socket::SocketServer;
 use crate::power::telemetry::Telemetry;
@@ -188,6 +188,7 @@ fn source_state(shared: &Shared) -> SourceState {
 /// Runs the daemon until `stop` is set or the source ends.
 pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> Result<RunSummary> {
     let notifier = Notifier::from_env();
+    let keepalive = StartupKeepalive::start();
     // Before anything else: put back clocks an unclean exit left changed, then
     // apply the profile. Dropping the session (any return below) restores them.
     let power = PowerSession::start(&config.power).map_err(|e| Error::Other(format!("[power]: {e}")))?;
@@ -275,6 +276,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
             .map_err(|e| Error::Other(format!("cannot start the inference thread: {e}")))?
     };
 
+    drop(keepalive);
     notifier.send("READY=1\nSTATUS=running");
     log::info!("ready");
     let started = Instant::now();
