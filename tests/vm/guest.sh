@@ -1,7 +1,7 @@
 #!/bin/busybox sh
 # /init of the vivid test VM (see tests/vm/vivid.sh). Prints "@@ ..." lines the
 # host reads: "@@ ok ...", "@@ FAIL ...", and "@@ VM RESULT PASS|FAIL".
-export PATH=/bin LD_LIBRARY_PATH=/lib/x86_64-linux-gnu RUST_LOG=info
+export PATH=/bin LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/lib/aarch64-linux-gnu RUST_LOG=info
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
 up() { cut -d' ' -f1 /proc/uptime; }

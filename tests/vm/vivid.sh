@@ -6,34 +6,43 @@
 #   3. the camera is unbound from its driver mid-stream and bound again, and
 #      capture resumes without restarting the process;
 #   4. SIGTERM stops the daemon cleanly.
-# Only Debian packages are used (qemu-system-x86, cpio, kmod, binutils, xz-utils;
-# the kernel and busybox-static are downloaded as .debs, never installed).
+# Only Debian packages are used (qemu-system-x86 or qemu-system-arm, cpio, kmod, binutils,
+# xz-utils; the kernel and busybox-static are downloaded as .debs, never installed).
+# The guest architecture follows the binary: an x86-64 build boots Debian's amd64 kernel
+# (qemu-system-x86_64), an aarch64 one (the static cross build) Debian's arm64 kernel on
+# qemu-system-aarch64's `virt` machine; the arm64 .debs need `dpkg --add-architecture arm64`.
 #
 # usage: tests/vm/vivid.sh [path/to/jetdetect]     (default: target/debug/jetdetect)
-# env:   VM_WORK=target/vm (cache: kernel, modules)   VM_TIMEOUT=240 (s)
+# env:   VM_WORK=target/vm (cache: kernel, modules)   VM_TIMEOUT=240 (s; 600 for arm64)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/debug/jetdetect}
 WORK=${VM_WORK:-$PWD/target/vm}
-TMO=${VM_TIMEOUT:-240}
-ARCH=amd64 TRIPLET=x86_64-linux-gnu
 [ -x "$BIN" ] || { echo "vivid.sh: $BIN is not built (cargo build first)" >&2; exit 2; }
-for t in qemu-system-x86_64 cpio depmod modprobe readelf xz apt-get; do
-    command -v "$t" >/dev/null || { echo "vivid.sh: $t is missing: apt-get install qemu-system-x86 cpio kmod binutils xz-utils" >&2; exit 2; }
+case $(readelf -h "$BIN" | sed -n 's/.*Machine: *//p') in
+    AArch64) ARCH=arm64 TRIPLET=aarch64-linux-gnu QEMU=qemu-system-aarch64 PKG=qemu-system-arm TMO=${VM_TIMEOUT:-600} ;;
+    *X86-64*) ARCH=amd64 TRIPLET=x86_64-linux-gnu QEMU=qemu-system-x86_64 PKG=qemu-system-x86 TMO=${VM_TIMEOUT:-240} ;;
+    *) echo "vivid.sh: $BIN is neither x86-64 nor aarch64" >&2; exit 2 ;;
+esac
+WORK=$WORK/$ARCH
+for t in $QEMU cpio depmod modprobe readelf xz apt-get; do
+    command -v "$t" >/dev/null || { echo "vivid.sh: $t is missing: apt-get install $PKG cpio kmod binutils xz-utils" >&2; exit 2; }
 done
 
 mkdir -p "$WORK/debs"
-KVER=$(apt-cache depends "linux-image-$ARCH" 2>/dev/null | sed -n 's/.*Depends: linux-image-\([0-9][^ ]*\).*/\1/p' | head -1)
-[ -n "$KVER" ] || { echo "vivid.sh: cannot resolve Debian's kernel version (run apt-get update)" >&2; exit 2; }
+KVER=$(apt-cache depends "linux-image-$ARCH:$ARCH" 2>/dev/null | sed -n 's/.*Depends: linux-image-\([0-9][^ :]*\).*/\1/p' | head -1)
+[ -n "$KVER" ] || { echo "vivid.sh: cannot resolve Debian's $ARCH kernel version (dpkg --add-architecture $ARCH; apt-get update)" >&2; exit 2; }
 STAGE=$WORK/stage-$KVER
 if [ ! -e "$STAGE/boot/vmlinuz-$KVER" ]; then
-    (cd "$WORK/debs" && apt-get download "linux-image-$KVER" busybox-static >/dev/null)
+    (cd "$WORK/debs" && apt-get download "linux-image-$KVER:$ARCH" "busybox-static:$ARCH" >/dev/null)
     rm -rf "$STAGE"; mkdir -p "$STAGE"
     for f in "$WORK"/debs/linux-image-"$KVER"_*.deb "$WORK"/debs/busybox-static_*.deb; do dpkg -x "$f" "$STAGE"; done
     depmod -b "$STAGE" "$KVER"
 fi
 VMLINUX=$WORK/vmlinux-$KVER
-if [ ! -s "$VMLINUX" ]; then  # the uncompressed ELF boots through PVH, skipping ~10 s of decompression under TCG
+if [ "$ARCH" = arm64 ]; then
+    VMLINUX=$STAGE/boot/vmlinuz-$KVER   # QEMU loads the compressed arm64 Image itself
+elif [ ! -s "$VMLINUX" ]; then  # the uncompressed ELF boots through PVH, skipping ~10 s of decompression under TCG
     off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$STAGE/boot/vmlinuz-$KVER" | head -1 | cut -d: -f1)
     tail -c +$((off + 1)) "$STAGE/boot/vmlinuz-$KVER" | xz -dc --single-stream > "$VMLINUX" 2>/dev/null || true
     [ "$(head -c4 "$VMLINUX")" = $'\x7fELF' ] || { echo "vivid.sh: kernel extraction failed" >&2; rm -f "$VMLINUX"; exit 1; }
@@ -47,8 +56,8 @@ MD=$STAGE/lib/modules/$KVER
 modprobe -d "$STAGE" -S "$KVER" --show-depends vivid | awk '$1=="insmod"{print $2}' | while read -r p; do
     r=${p#"$MD"/}; mkdir -p "$ROOT/lib/modules/$(dirname "$r")"; cp "$p" "$ROOT/lib/modules/$r"; echo "$r" >> "$ROOT/etc/modules.list"
 done
-strip -o "$ROOT/bin/jetdetect" "$BIN"
-for lib in $(readelf -d "$BIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+if [ "$ARCH" = amd64 ]; then strip -o "$ROOT/bin/jetdetect" "$BIN"; else cp "$BIN" "$ROOT/bin/jetdetect"; fi
+for lib in $(readelf -d "$BIN" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
     cp -L "/lib/$TRIPLET/$lib" "$ROOT/lib/$TRIPLET/$lib"
 done
 interp=$(readelf -l "$BIN" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')
@@ -59,10 +68,15 @@ cp tests/vm/guest.sh "$ROOT/init"; chmod +x "$ROOT/init"
 echo "vivid.sh: kernel $KVER, initramfs $(du -h "$WORK/initramfs.cpio" | cut -f1), booting (timeout ${TMO}s)"
 
 LOG=$WORK/console.log
+if [ "$ARCH" = arm64 ]; then
+    Q=(qemu-system-aarch64 -M virt -accel tcg -cpu "${VM_CPU:-cortex-a57}") CON=ttyAMA0
+else
+    Q=(qemu-system-x86_64 -accel tcg -cpu "${VM_CPU:-qemu64}") CON=ttyS0
+fi
 set +e
-timeout --kill-after=5 "$TMO" qemu-system-x86_64 -accel tcg -cpu "${VM_CPU:-qemu64}" -smp 1 -m 1024 -nic none \
+timeout --kill-after=5 "$TMO" "${Q[@]}" -smp 1 -m 1024 -nic none \
     -nographic -no-reboot -kernel "$VMLINUX" -initrd "$WORK/initramfs.cpio" \
-    -append "console=ttyS0 panic=-1 loglevel=3 vivid.n_devs=1 vivid.node_types=0x1" </dev/null \
+    -append "console=$CON panic=-1 loglevel=3 vivid.n_devs=1 vivid.node_types=0x1" </dev/null \
     | tr -d '\r' | tee "$LOG" | grep --line-buffered -E '^@@'
 rc=${PIPESTATUS[0]}
 set -e
