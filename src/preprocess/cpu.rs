@@ -1,20 +1,38 @@
 //! Letterbox preprocessing on the CPU.
 //!
-//! The frame is converted to RGB24 (skipped when it already is), then resized
-//! exactly as OpenCV's `cv2.resize(..., INTER_LINEAR)` does for 8-bit images,
-//! which is what ultralytics uses: pixel centres aligned, edge pixels
-//! replicated, weights in 11-bit fixed point, and the rounding of OpenCV's
-//! vectorised vertical pass. The model then sees the same values it saw in
-//! training and validation, to the level. Results go straight into the
-//! normalised `f32` NCHW planes. Buffers and sampling tables are kept between
-//! frames: in steady state nothing is allocated.
+//! Frames are resized exactly as OpenCV's `cv2.resize(..., INTER_LINEAR)` does
+//! for 8-bit RGB images, which is what ultralytics uses: pixel centres aligned,
+//! edge pixels replicated, weights in 11-bit fixed point, and the rounding of
+//! OpenCV's vectorised vertical pass. The model then sees the same values it saw
+//! in training and validation, to the level. Results go straight into the
+//! normalised `f32` NCHW planes.
+//!
+//! Colour conversion is fused into the resize: only the source rows and
+//! columns the interpolation reads are converted (1280x720 -> 256x144 reads 40%
+//! of each), one row at a time into a buffer that stays in L1, and a frame the
+//! model takes at its own size skips the resize altogether. Only the padding
+//! around the picture is filled. The output is identical to converting the
+//! whole frame first (a test below pins it). Buffers and sampling tables are
+//! kept between frames: in steady state nothing is allocated.
 
-use super::{colour, Letterbox, PreprocessError, Preprocessor, PAD_VALUE};
-use crate::frame::{Frame, PixelFormat};
+use super::colour::{self, Columns};
+use super::{Letterbox, PreprocessError, Preprocessor, PAD_VALUE};
+use crate::frame::Frame;
 
 /// Fixed-point scale of the interpolation weights (OpenCV's `INTER_RESIZE_COEF_SCALE`).
 pub const WEIGHT_ONE: i32 = 2048;
 const ONE: i32 = WEIGHT_ONE;
+
+/// 8-bit value -> normalised `f32` (`v / 255`).
+static UNIT: [f32; 256] = {
+    let mut t = [0f32; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i as f32 / 255.0;
+        i += 1;
+    }
+    t
+};
 
 /// For one output coordinate: the first source index and the weights of it and the next.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,10 +69,14 @@ pub fn taps(src: u32, dst: u32, out: &mut Vec<Tap>) {
 /// Letterboxes frames into model input tensors on the CPU.
 #[derive(Default)]
 pub struct CpuPreprocessor {
-    rgb: Vec<u8>,
     xs: Vec<Tap>,
     ys: Vec<Tap>,
-    /// Two horizontally resized rows (`new_w * 3` values each, scaled by [`ONE`]).
+    /// Source columns the horizontal taps read, ascending; empty when most are
+    /// read and whole rows are converted.
+    cols: Vec<u32>,
+    /// One source row as RGB24 (only `cols` written when `cols` is not empty).
+    rgb_row: Vec<u8>,
+    /// Two horizontally resized rows, planar (`new_w` values per channel, scaled by [`ONE`]).
     rows: [Vec<i32>; 2],
     /// Which source row each of `rows` holds.
     row_ids: [Option<usize>; 2],
@@ -67,10 +89,36 @@ impl CpuPreprocessor {
         CpuPreprocessor::default()
     }
 
-    /// Makes `rows[slot]` hold source row `r`, horizontally resized. Slot 0 is
-    /// loaded first for each output row, so a row moving from slot 1 to slot 0
-    /// is swapped, not recomputed.
-    fn load_row(&mut self, slot: usize, r: usize, rgb: &[u8], stride: usize) {
+    fn set_geometry(&mut self, frame: &Frame, lb: &Letterbox) {
+        let geometry = (frame.width, frame.height, lb.new_w, lb.new_h);
+        if self.geometry == Some(geometry) {
+            return;
+        }
+        taps(frame.width, lb.new_w, &mut self.xs);
+        taps(frame.height, lb.new_h, &mut self.ys);
+        self.cols.clear();
+        for t in &self.xs {
+            for (x, used) in [(t.index, true), (t.index + 1, t.w1 != 0)] {
+                if used && self.cols.last().is_none_or(|&l| (l as usize) < x) {
+                    self.cols.push(x as u32);
+                }
+            }
+        }
+        // Converting a whole row runs faster per pixel; below ~3/4 of the columns, skipping wins.
+        if self.cols.len() * 4 >= frame.width as usize * 3 {
+            self.cols.clear();
+        }
+        self.rgb_row.resize(frame.width as usize * 3, 0);
+        for r in &mut self.rows {
+            r.resize(lb.new_w as usize * 3, 0);
+        }
+        self.geometry = Some(geometry);
+    }
+
+    /// Makes `rows[slot]` hold source row `r`, converted and horizontally
+    /// resized. Slot 0 is loaded first for each output row, so a row moving
+    /// from slot 1 to slot 0 is swapped, not recomputed.
+    fn load_row(&mut self, slot: usize, r: usize, frame: &Frame) {
         if self.row_ids[slot] == Some(r) {
             return;
         }
@@ -81,22 +129,43 @@ impl CpuPreprocessor {
                 self.row_ids.swap(0, 1);
             } else {
                 let (a, b) = self.rows.split_at_mut(1);
-                b[0].clone_from(&a[0]);
+                b[0].copy_from_slice(&a[0]);
                 self.row_ids[1] = Some(r);
             }
             return;
         }
-        let src = &rgb[r * stride..][..stride];
-        let dst = &mut self.rows[slot];
-        dst.resize(self.xs.len() * 3, 0);
-        for (d, t) in dst.chunks_exact_mut(3).zip(&self.xs) {
+        let rgb = &mut self.rgb_row;
+        let cols = if self.cols.is_empty() { Columns::All } else { Columns::Some(&self.cols) };
+        colour::convert_row(frame, r, cols, |x, p| rgb[x * 3..x * 3 + 3].copy_from_slice(&p));
+        let n = self.xs.len();
+        let (dr, rest) = self.rows[slot].split_at_mut(n);
+        let (dg, db) = rest.split_at_mut(n);
+        for (x, t) in self.xs.iter().enumerate() {
             let i0 = t.index * 3;
             let i1 = if t.w1 != 0 { i0 + 3 } else { i0 };
-            for c in 0..3 {
-                d[c] = src[i0 + c] as i32 * t.w0 + src[i1 + c] as i32 * t.w1;
-            }
+            dr[x] = rgb[i0] as i32 * t.w0 + rgb[i1] as i32 * t.w1;
+            dg[x] = rgb[i0 + 1] as i32 * t.w0 + rgb[i1 + 1] as i32 * t.w1;
+            db[x] = rgb[i0 + 2] as i32 * t.w0 + rgb[i1 + 2] as i32 * t.w1;
         }
         self.row_ids[slot] = Some(r);
+    }
+}
+
+/// Fills the part of each plane outside the picture with the padding grey.
+fn pad(out: &mut [f32], dst_w: usize, lb: &Letterbox) {
+    let value = UNIT[PAD_VALUE as usize];
+    let (top, left) = (lb.top as usize, lb.left as usize);
+    let (nw, nh) = (lb.new_w as usize, lb.new_h as usize);
+    let plane = out.len() / 3;
+    for p in out.chunks_exact_mut(plane) {
+        p[..top * dst_w].fill(value);
+        p[(top + nh) * dst_w..].fill(value);
+        if nw < dst_w {
+            for row in p[top * dst_w..(top + nh) * dst_w].chunks_exact_mut(dst_w) {
+                row[..left].fill(value);
+                row[left + nw..].fill(value);
+            }
+        }
     }
 }
 
@@ -114,41 +183,56 @@ impl Preprocessor for CpuPreprocessor {
             return Err(PreprocessError::BadOutput { got: out.len(), need, w: dst_w, h: dst_h });
         }
         let lb = Letterbox::new(frame.width, frame.height, dst_w, dst_h);
-        let geometry = (frame.width, frame.height, lb.new_w, lb.new_h);
-        if self.geometry != Some(geometry) {
-            taps(frame.width, lb.new_w, &mut self.xs);
-            taps(frame.height, lb.new_h, &mut self.ys);
-            self.geometry = Some(geometry);
-        }
-        self.row_ids = [None, None];
-        let mut rgb = std::mem::take(&mut self.rgb);
-        let pixels: &[u8] = if frame.format == PixelFormat::Rgb24 {
-            &frame.data
-        } else {
-            colour::to_rgb(frame, &mut rgb);
-            &rgb
-        };
-
-        out.fill(PAD_VALUE as f32 / 255.0);
+        self.set_geometry(frame, &lb);
+        pad(out, dst_w as usize, &lb);
         let plane = dst_w as usize * dst_h as usize;
-        let stride = frame.width as usize * 3;
+        let (top, left) = (lb.top as usize, lb.left as usize);
+        let (nw, nh) = (lb.new_w as usize, lb.new_h as usize);
+        let (out_r, rest) = out.split_at_mut(plane);
+        let (out_g, out_b) = rest.split_at_mut(plane);
+        let at = |y: usize| (top + y) * dst_w as usize + left;
+
+        if nw == frame.width as usize && nh == frame.height as usize {
+            // The model's own size: no resize (the taps would be 1 and 0), convert straight into the planes.
+            for y in 0..nh {
+                let o = at(y);
+                let (r, g, b) = (&mut out_r[o..o + nw], &mut out_g[o..o + nw], &mut out_b[o..o + nw]);
+                colour::convert_row(frame, y, Columns::All, |x, p| {
+                    r[x] = UNIT[p[0] as usize];
+                    g[x] = UNIT[p[1] as usize];
+                    b[x] = UNIT[p[2] as usize];
+                });
+            }
+            return Ok(lb);
+        }
+
+        self.row_ids = [None, None];
         let last_row = frame.height as usize - 1;
-        let lut: [f32; 256] = std::array::from_fn(|v| v as f32 / 255.0);
-        for dy in 0..self.ys.len() {
+        for dy in 0..nh {
             let ty = self.ys[dy];
-            self.load_row(0, ty.index, pixels, stride);
-            self.load_row(1, (ty.index + 1).min(last_row), pixels, stride);
-            let (r0, r1) = (&self.rows[0], &self.rows[1]);
-            let o = (dy + lb.top as usize) * dst_w as usize + lb.left as usize;
-            for (dx, (a, b)) in r0.chunks_exact(3).zip(r1.chunks_exact(3)).enumerate() {
-                for c in 0..3 {
-                    // OpenCV's vectorised vertical pass (VResizeLinearVec_32s8u).
-                    let v = (((a[c] >> 4) * ty.w0) >> 16) + (((b[c] >> 4) * ty.w1) >> 16) + 2;
-                    out[c * plane + o + dx] = lut[(v >> 2).clamp(0, 255) as usize];
+            self.load_row(0, ty.index, frame);
+            if ty.w1 != 0 {
+                self.load_row(1, (ty.index + 1).min(last_row), frame);
+            }
+            let o = at(dy);
+            for (c, plane) in [&mut *out_r, &mut *out_g, &mut *out_b].into_iter().enumerate() {
+                let a = &self.rows[0][c * nw..][..nw];
+                let dst = &mut plane[o..o + nw];
+                if ty.w1 == 0 {
+                    for (d, &a) in dst.iter_mut().zip(a) {
+                        let v = (((a >> 4) * ty.w0) >> 16) + 2;
+                        *d = UNIT[(v >> 2).clamp(0, 255) as usize];
+                    }
+                } else {
+                    let b = &self.rows[1][c * nw..][..nw];
+                    for ((d, &a), &b) in dst.iter_mut().zip(a).zip(b) {
+                        // OpenCV's vectorised vertical pass (VResizeLinearVec_32s8u).
+                        let v = (((a >> 4) * ty.w0) >> 16) + (((b >> 4) * ty.w1) >> 16) + 2;
+                        *d = UNIT[(v >> 2).clamp(0, 255) as usize];
+                    }
                 }
             }
         }
-        self.rgb = rgb;
         Ok(lb)
     }
 }
@@ -156,6 +240,7 @@ impl Preprocessor for CpuPreprocessor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::PixelFormat;
 
     fn rgb_frame(w: u32, h: u32, f: impl Fn(u32, u32) -> [u8; 3] + Copy) -> Frame {
         let mut frame = Frame::empty();
@@ -199,6 +284,64 @@ mod tests {
         CpuPreprocessor::new().run(&frame, 2, 2, &mut out).unwrap();
         for v in &out {
             assert!((v * 255.0 - 100.0).abs() < 1e-3, "{v}");
+        }
+    }
+
+    /// The plain algorithm the fused one must equal: the whole frame to RGB24,
+    /// then OpenCV's two passes per pixel, padding filled first.
+    fn reference(frame: &Frame, dst_w: u32, dst_h: u32) -> Vec<f32> {
+        let lb = Letterbox::new(frame.width, frame.height, dst_w, dst_h);
+        let mut rgb = Vec::new();
+        colour::to_rgb(frame, &mut rgb);
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        taps(frame.width, lb.new_w, &mut xs);
+        taps(frame.height, lb.new_h, &mut ys);
+        let plane = (dst_w * dst_h) as usize;
+        let mut out = vec![PAD_VALUE as f32 / 255.0; 3 * plane];
+        let w = frame.width as usize;
+        let hpass = |r: usize, x: &Tap, c: usize| {
+            let i1 = if x.w1 != 0 { x.index + 1 } else { x.index };
+            rgb[(r * w + x.index) * 3 + c] as i32 * x.w0 + rgb[(r * w + i1) * 3 + c] as i32 * x.w1
+        };
+        for (dy, ty) in ys.iter().enumerate() {
+            let r1 = (ty.index + 1).min(frame.height as usize - 1);
+            for (dx, tx) in xs.iter().enumerate() {
+                for c in 0..3 {
+                    let (a, b) = (hpass(ty.index, tx, c), hpass(r1, tx, c));
+                    let v = (((a >> 4) * ty.w0) >> 16) + (((b >> 4) * ty.w1) >> 16) + 2;
+                    let o = (dy + lb.top as usize) * dst_w as usize + dx + lb.left as usize;
+                    out[c * plane + o] = (v >> 2).clamp(0, 255) as f32 / 255.0;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fused_conversion_equals_converting_the_whole_frame_first() {
+        use crate::frame::encode_rgb;
+        let mut pre = CpuPreprocessor::new();
+        // Downscales (sparse and dense columns), upscales, the model's own size, odd sizes, both bars.
+        for (w, h, dw, dh) in [
+            (64, 36, 16, 16),
+            (64, 48, 40, 40),
+            (30, 20, 64, 64),
+            (32, 24, 32, 32),
+            (32, 32, 32, 32),
+            (22, 40, 20, 24),
+            (90, 10, 40, 40),
+        ] {
+            let rgb: Vec<u8> = (0..w * h * 3).map(|i| ((i * 7919) % 253) as u8).collect();
+            for format in PixelFormat::ALL {
+                let mut frame = Frame::empty();
+                encode_rgb(&rgb, w, h, format, &mut frame.data);
+                (frame.width, frame.height, frame.format) = (w, h, format);
+                let mut out = vec![-1.0; (3 * dw * dh) as usize];
+                pre.run(&frame, dw, dh, &mut out).unwrap();
+                let want = reference(&frame, dw, dh);
+                let diff = out.iter().zip(&want).filter(|(a, b)| a != b).count();
+                assert_eq!(diff, 0, "{format} {w}x{h} -> {dw}x{dh}: {diff} values differ");
+            }
         }
     }
 
