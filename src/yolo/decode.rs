@@ -43,6 +43,9 @@ pub struct Decoder {
     options: DecodeOptions,
     candidates: Vec<Candidate>,
     suppressed: Vec<bool>,
+    /// YOLOv8: each anchor's best class score so far, and that class.
+    best_score: Vec<f32>,
+    best_class: Vec<u32>,
 }
 
 impl Decoder {
@@ -50,7 +53,15 @@ impl Decoder {
     pub fn new(layout: Layout, options: DecodeOptions) -> Decoder {
         // Room for every candidate up front, so no frame ever grows these buffers.
         let n = layout.anchors();
-        Decoder { layout, options, candidates: Vec::with_capacity(n), suppressed: Vec::with_capacity(n) }
+        let v8 = if matches!(layout, Layout::V8 { .. }) { n } else { 0 };
+        Decoder {
+            layout,
+            options,
+            candidates: Vec::with_capacity(n),
+            suppressed: Vec::with_capacity(n),
+            best_score: Vec::with_capacity(v8),
+            best_class: Vec::with_capacity(v8),
+        }
     }
 
     /// The layout this decoder reads.
@@ -78,18 +89,26 @@ impl Decoder {
             Layout::V8 { .. } => {
                 debug_assert_eq!(output.len(), anchors * (4 + classes));
                 let row = |k: usize| &output[k * anchors..(k + 1) * anchors];
-                for i in 0..anchors {
-                    let mut best = (f32::NEG_INFINITY, 0);
-                    for c in 0..classes {
-                        let s = output[(4 + c) * anchors + i];
-                        if s > best.0 {
-                            best = (s, c);
+                // Each anchor's best class, read class row by class row: the rows are
+                // contiguous, so this streams through the tensor once.
+                self.best_score.clear();
+                self.best_score.resize(anchors, f32::NEG_INFINITY);
+                self.best_class.clear();
+                self.best_class.resize(anchors, 0);
+                for c in 0..classes {
+                    let scores = self.best_score.iter_mut().zip(self.best_class.iter_mut());
+                    for ((best, class), &s) in scores.zip(row(4 + c)) {
+                        if s > *best {
+                            *best = s;
+                            *class = c as u32;
                         }
                     }
-                    if best.0 > conf {
+                }
+                for (i, (&score, &class)) in self.best_score.iter().zip(&self.best_class).enumerate() {
+                    if score > conf {
                         self.candidates.push(Candidate {
-                            score: best.0,
-                            class_id: best.1,
+                            score,
+                            class_id: class as usize,
                             index: i,
                             b: xyxy(row(0)[i], row(1)[i], row(2)[i], row(3)[i]),
                         });
