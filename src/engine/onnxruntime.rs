@@ -5,6 +5,7 @@
 //! library`, `ORT_DYLIB_PATH`, or the usual JetPack and pip locations.
 
 use std::collections::BTreeMap;
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -12,6 +13,7 @@ use ort::ep;
 use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
 use ort::value::{Tensor, TensorRef, ValueType};
+use ort::AsPointer;
 
 use super::{Engine, EngineError, EngineOptions, InputStage, StageDevice};
 
@@ -295,6 +297,8 @@ pub struct OrtEngine {
     session: Session,
     binding: ort::session::IoBinding,
     input_name: String,
+    /// `input_name` for the C API (re-binding on GPU providers).
+    input_cname: CString,
     input_shape: [usize; 4],
     /// Host input the CPU preprocessing writes.
     input: Tensor<f32>,
@@ -307,7 +311,9 @@ pub struct OrtEngine {
     options: EngineOptions,
     used: Vec<String>,
     output_shape: Vec<usize>,
-    output: Vec<f32>,
+    /// Host output tensor, bound once: each run writes it, [`Engine::run`] lends it out.
+    output: Tensor<f32>,
+    output_len: usize,
     metadata: BTreeMap<String, String>,
     label: String,
 }
@@ -546,16 +552,19 @@ impl OrtEngine {
         // Input and output bound once to tensors allocated here: each run reuses them.
         let input =
             Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", &e))?;
-        let output = Tensor::<f32>::new(session.allocator(), output_shape.clone())
+        let mut output = Tensor::<f32>::new(&Allocator::default(), output_shape.clone())
             .map_err(|e| model_err("output tensor", &e))?;
         let output_name = session.outputs()[0].name().to_string();
         let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", &e))?;
         binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", &e))?;
-        binding.bind_output(&output_name, output).map_err(|e| model_err("binding the output", &e))?;
+        binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", &e))?;
+        let input_cname =
+            CString::new(input_name.as_str()).map_err(|_| model_err("input name", &"contains a NUL byte"))?;
         Ok(OrtEngine {
             session,
             binding,
             input_name,
+            input_cname,
             input_shape,
             input,
             stage_input: None,
@@ -565,7 +574,8 @@ impl OrtEngine {
             options: options.clone(),
             used: used.clone(),
             output_shape,
-            output: vec![0.0; n_out],
+            output,
+            output_len: n_out,
             metadata,
             label: format!("onnxruntime [{}] ({})", used.join(" > "), path.display()),
         })
@@ -594,24 +604,20 @@ impl Engine for OrtEngine {
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
-        let err = |e: ort::Error| EngineError::Run(format!("{}: {e}", self.label));
+        let err = |e: String| EngineError::Run(format!("{}: {e}", self.label));
         if self.on_gpu && self.stage_input.is_none() {
             // A GPU session copies a host input when it is bound, not when it runs.
-            self.binding.bind_input(self.input_name.as_str(), &self.input).map_err(err)?;
+            bind_input(&self.binding, &self.input_cname, &self.input).map_err(err)?;
         }
-        let out = self.session.run_binding(&self.binding).map_err(err)?;
-        let (_, data) = out[0].try_extract_tensor::<f32>().map_err(err)?;
-        if data.len() != self.output.len() {
-            return Err(EngineError::Run(format!(
-                "{}: output has {} values, expected {:?}",
-                self.label,
-                data.len(),
-                self.output_shape
-            )));
+        run_with_binding(&self.session, &self.binding).map_err(err)?;
+        let data = self.output.data_ptr().cast::<f32>();
+        if data.is_null() {
+            return Err(err("the output tensor has no data".into()));
         }
-        self.output.copy_from_slice(data);
-        drop(out);
-        Ok(&self.output)
+        // SAFETY: `output` is a host tensor of `output_len` f32 values allocated by ONNX
+        // Runtime's CPU allocator, owned by `self` and bound as the session's output; the run
+        // above has finished writing it, and the borrow of `self` keeps it alive and unbound.
+        Ok(unsafe { std::slice::from_raw_parts(data, self.output_len) })
     }
 
     fn metadata(&self) -> &BTreeMap<String, String> {
@@ -708,7 +714,8 @@ impl Engine for OrtEngine {
             ),
             session,
             binding,
-            input_name,
+            input_cname: CString::new(input_name.as_str())
+                .map_err(|_| err("input name", &"contains a NUL byte"))?,
             input: host,
             len: input_shape.iter().product(),
         };
@@ -729,7 +736,7 @@ impl Engine for OrtEngine {
 struct OrtStage {
     session: Session,
     binding: ort::session::IoBinding,
-    input_name: String,
+    input_cname: CString,
     input: Tensor<u8>,
     len: usize,
     on_gpu: bool,
@@ -742,7 +749,7 @@ impl InputStage for OrtStage {
     }
 
     fn run(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
-        let err = |e: ort::Error| EngineError::Run(format!("preprocessing on {}: {e}", self.label));
+        let err = |e: String| EngineError::Run(format!("preprocessing on {}: {e}", self.label));
         if bytes.len() != self.len {
             return Err(EngineError::Run(format!(
                 "preprocessing on {}: the graph takes {} bytes, the frame has {}",
@@ -751,15 +758,53 @@ impl InputStage for OrtStage {
                 bytes.len()
             )));
         }
-        let (_, host) = self.input.try_extract_tensor_mut::<u8>().map_err(err)?;
+        let (_, host) = self.input.try_extract_tensor_mut::<u8>().map_err(|e| err(e.to_string()))?;
         host.copy_from_slice(bytes);
         if self.on_gpu {
             // Binding is when the bytes are copied to the device.
-            self.binding.bind_input(self.input_name.as_str(), &self.input).map_err(err)?;
+            bind_input(&self.binding, &self.input_cname, &self.input).map_err(err)?;
         }
-        self.session.run_binding(&self.binding).map_err(err)?;
-        Ok(())
+        run_with_binding(&self.session, &self.binding).map_err(err)
     }
+}
+
+/// The message of an ONNX Runtime status, which is released; `Ok` for success (null).
+fn status(api: &ort::sys::OrtApi, status: ort::sys::OrtStatusPtr) -> Result<(), String> {
+    if status.0.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-null status from the C API carries a NUL-terminated message, and is
+    // released exactly once, here, after the message is copied.
+    unsafe {
+        let message =
+            std::ffi::CStr::from_ptr((api.GetErrorMessage)(status.0)).to_string_lossy().into_owned();
+        (api.ReleaseStatus)(status.0);
+        Err(message)
+    }
+}
+
+/// Runs `session` on the inputs and outputs bound in `binding`, through the C API's
+/// `RunWithBinding`. `ort`'s `run_binding` also gathers the bound outputs into a new
+/// `SessionOutputs` (heap allocations on every frame); here the outputs are tensors the
+/// caller owns and reads in place, so the run is all that is needed.
+fn run_with_binding(session: &Session, binding: &ort::session::IoBinding) -> Result<(), String> {
+    let api = ort::api();
+    // SAFETY: both pointers come from live objects the caller owns; `&mut self` at every call
+    // site keeps a session from running on its binding twice at once.
+    status(api, unsafe { (api.RunWithBinding)(session.ptr().cast_mut(), std::ptr::null(), binding.ptr()) })
+}
+
+/// Binds `value` to the input `name` again (`ort`'s `bind_input` also records the value
+/// under a new `String` each time). The binding already holds `value` from the first bind
+/// and keeps it alive; on GPU providers binding is when the host data is copied over.
+fn bind_input(
+    binding: &ort::session::IoBinding,
+    name: &CString,
+    value: &impl AsPointer<Sys = ort::sys::OrtValue>,
+) -> Result<(), String> {
+    let api = ort::api();
+    // SAFETY: live binding and value; the name is NUL-terminated.
+    status(api, unsafe { (api.BindInput)(binding.ptr().cast_mut(), name.as_ptr(), value.ptr()) })
 }
 
 #[cfg(test)]
