@@ -102,7 +102,7 @@ for m in "${MODES[@]}"; do
     common=(--model "$MODEL" --ort-library "$ORT_LIB" --trt-cache "$cache" $flags)
     for run in cold cached; do
         if [ $run = cached ] && [[ $name != trt-* ]]; then continue; fi
-        if "$BIN" bench "${common[@]}" --source "$SOURCE" --frames "$FRAMES" --warmup 10 --json \
+        if "$BIN" bench --mode detector "${common[@]}" --source "$SOURCE" --frames "$FRAMES" --warmup 10 --json \
             >"$WORK/$name-$run.json" 2>"$WORK/$name-$run.log"; then
             :
         else
@@ -146,7 +146,7 @@ for m in modes:
     cached = load(os.path.join(work, f"{m}-cached.json"))
     c = f"{cached['load_s']:7.2f}" if "load_s" in cached else "      -"
     print(f"{m:<18} {cold['load_s']:7.2f} {c} {cold['warmup_s']:7.2f} | {pct(cold, 'preprocess')} | "
-          f"{pct(cold, 'inference')} | {pct(cold, 'detect')} | {cold['detector_fps']:6.1f}")
+          f"{pct(cold, 'inference')} | {pct(cold, 'detect')} | {cold['fps']:6.1f}")
     print(f"{'':<18} engine: {cold['engine']}; preprocessing: {cold['preprocessing']}")
 
 def iou(a, b):

@@ -1,172 +1,647 @@
-//! `jetdetect bench`: the detector chain on a source, timed per stage.
+//! `jetdetect bench`: latency per stage and end to end, in three depths.
 //!
-//! Unlike the daemon, frames are taken one after another (no newest-frame
-//! dropping), so the figures are the cost of each stage on this machine with
-//! this engine and these providers: what the daemon can reach at best. Model
-//! load (which includes a TensorRT engine build or cache load) and warm-up are
-//! timed separately from the steady state.
+//! - [`Mode::Pipeline`] (the default) runs the daemon itself
+//!   ([`pipeline::run`]: capture, newest-frame handoff, inference, publishing
+//!   on a private socket, the config's power profile) for a number of frames,
+//!   with optional reading clients, and reports what a client would see: every
+//!   stage, end to end, frame age, FPS, drops, and the process's memory and
+//!   file descriptors over the run.
+//! - [`Mode::Detector`] takes frames one after another through the detector
+//!   (no dropping): what each stage costs on this machine.
+//! - [`Mode::Engine`] runs the engine alone on one prepared input tensor in a
+//!   loop: the limit the rest is measured against.
+//!
+//! Model load (a TensorRT build or cache load included) and warm-up are timed
+//! apart from the steady state. [`plot`] draws the latency distributions of
+//! several runs in one SVG.
 
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use hdrhistogram::Histogram;
 
 use crate::config::Config;
 use crate::detector::Detector;
 use crate::error::{Error, Result};
 use crate::frame::Frame;
+use crate::pipeline::{self, RunOptions};
 use crate::source;
-use crate::stats::Percentiles;
+use crate::stats::{LatencyStats, Percentiles};
 
-/// Stages timed per frame: the source's delivery, the detector's three
-/// stages, and the detector as a whole.
-pub const STAGES: [&str; 5] = ["source", "preprocess", "inference", "decode", "detect"];
+/// How deep a bench run goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The daemon's pipeline, end to end.
+    Pipeline,
+    /// The detector chain, frame after frame.
+    Detector,
+    /// The engine alone on one input tensor.
+    Engine,
+}
+
+impl Mode {
+    /// Parses `pipeline`, `detector` or `engine`.
+    pub fn parse(s: &str) -> std::result::Result<Mode, String> {
+        match s {
+            "pipeline" => Ok(Mode::Pipeline),
+            "detector" => Ok(Mode::Detector),
+            "engine" => Ok(Mode::Engine),
+            _ => Err(format!("'{s}': use pipeline, detector or engine")),
+        }
+    }
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Pipeline => "pipeline",
+            Mode::Detector => "detector",
+            Mode::Engine => "engine",
+        }
+    }
+
+    /// The stages this mode times, in order; the last one is the whole.
+    pub fn stages(self) -> &'static [&'static str] {
+        match self {
+            Mode::Pipeline => &crate::stats::STAGES,
+            Mode::Detector => &DETECTOR_STAGES,
+            Mode::Engine => &["inference"],
+        }
+    }
+}
+
+/// Stages timed per frame in [`Mode::Detector`]: the source's delivery, the
+/// detector's three stages, and the detector as a whole.
+pub const DETECTOR_STAGES: [&str; 5] = ["source", "preprocess", "inference", "decode", "detect"];
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// How deep.
+    pub mode: Mode,
+    /// Source URI; `None`: the config's source.
+    pub source: Option<String>,
+    /// Frames to time.
+    pub frames: u64,
+    /// Warm-up frames before timing (detector and engine modes; the pipeline warms up as the daemon does).
+    pub warmup: usize,
+    /// Clients reading the socket during a pipeline run.
+    pub clients: usize,
+    /// Name of the run in tables and plots.
+    pub label: String,
+}
+
+/// Smallest, last and largest value of a quantity sampled over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Track {
+    /// First sample (after warm-up).
+    pub first: u64,
+    /// Last sample.
+    pub last: u64,
+    /// Largest sample.
+    pub max: u64,
+}
+
+impl Track {
+    fn add(&mut self, v: u64, first: bool) {
+        if first {
+            *self = Track { first: v, last: v, max: v };
+        } else {
+            self.last = v;
+            self.max = self.max.max(v);
+        }
+    }
+}
 
 /// What a bench run measured.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct BenchReport {
+    /// The run's name.
+    pub label: String,
+    /// `pipeline`, `detector` or `engine`.
+    pub mode: &'static str,
     /// Engine and model.
     pub engine: String,
     /// Where preprocessing ran.
     pub preprocessing: String,
     /// The source and its geometry.
     pub source: String,
-    /// Frames timed (after warm-up).
+    /// Frames timed (published, for the pipeline).
     pub frames: u64,
-    /// Seconds to load the model and prepare the engine (a TensorRT build or cache load included).
+    /// Seconds from the start to the first timed frame: model load, engine build or cache, warm-up.
+    pub startup_s: f64,
+    /// Seconds to load the model and prepare the engine (detector and engine modes; a
+    /// TensorRT build or cache load included).
     pub load_s: f64,
-    /// Seconds for the warm-up frames (accelerator preprocessing graphs are built here).
+    /// Seconds of warm-up runs (detector and engine modes; accelerator preprocessing graphs are built here).
     pub warmup_s: f64,
-    /// Frames per second through the detector (source time excluded).
-    pub detector_fps: f64,
+    /// Seconds of the timed part.
+    pub seconds: f64,
+    /// Frames per second over the timed part.
+    pub fps: f64,
+    /// Frames the source delivered (pipeline).
+    pub captured: u64,
+    /// Frames dropped because a newer one arrived first (pipeline).
+    pub dropped: u64,
     /// Mean detections per frame.
     pub detections_per_frame: f64,
-    /// Per-stage latency in milliseconds, in [`STAGES`] order.
+    /// Per-stage latency in milliseconds, in [`Mode::stages`] order.
     pub stages: Vec<(String, Percentiles)>,
+    /// The distribution of the last stage (the whole): `(quantile, ms)` points.
+    pub curve: Vec<(f64, f64)>,
+    /// Resident memory of the process over the run, KiB.
+    pub rss_kib: Track,
+    /// Open file descriptors of the process over the run.
+    pub fds: Track,
+    /// Lines each client read (pipeline with clients).
+    pub client_lines: Vec<u64>,
 }
 
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
-}
-
-fn percentiles(h: &Histogram<u64>) -> Percentiles {
-    let ms = |us: f64| (us / 1000.0 * 1000.0).round() / 1000.0;
-    Percentiles {
-        p50: ms(h.value_at_quantile(0.5) as f64),
-        p90: ms(h.value_at_quantile(0.9) as f64),
-        p99: ms(h.value_at_quantile(0.99) as f64),
-        max: ms(h.max() as f64),
-        mean: ms(h.mean()),
+impl BenchReport {
+    /// Percentiles of the stage called `name`.
+    pub fn stage(&self, name: &str) -> Option<Percentiles> {
+        self.stages.iter().find(|(s, _)| s == name).map(|(_, p)| *p)
     }
 }
 
-/// Loads the detector `config` describes, warms it up with `warmup` frames of
-/// the source's geometry, then times `frames` frames from `uri`.
-pub fn run(config: &Config, uri: &str, frames: u64, warmup: usize) -> Result<BenchReport> {
-    if frames == 0 {
+/// Resident set size of this process in KiB, from `/proc/self/statm`.
+pub fn rss_kib() -> u64 {
+    let page_kib = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64 / 1024;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * page_kib)
+}
+
+/// Open file descriptors of this process, from `/proc/self/fd`.
+pub fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count().saturating_sub(1) as u64)
+}
+
+/// Samples memory and descriptors every `every` frames after `skip` frames.
+struct Sampler {
+    every: u64,
+    skip: u64,
+    seen: u64,
+    rss: Track,
+    fds: Track,
+    sampled: bool,
+}
+
+impl Sampler {
+    fn new(frames: u64) -> Sampler {
+        Sampler { every: (frames / 50).max(1), skip: (frames / 20).min(100), seen: 0, ..Sampler::empty() }
+    }
+
+    fn empty() -> Sampler {
+        Sampler { every: 1, skip: 0, seen: 0, rss: Track::default(), fds: Track::default(), sampled: false }
+    }
+
+    fn frame(&mut self) {
+        self.seen += 1;
+        if self.seen > self.skip && (self.seen - self.skip - 1) % self.every == 0 {
+            self.sample();
+        }
+    }
+
+    fn sample(&mut self) {
+        let first = !self.sampled;
+        self.rss.add(rss_kib(), first);
+        self.fds.add(open_fds(), first);
+        self.sampled = true;
+    }
+}
+
+/// Points of a latency distribution: quantiles spaced evenly on the
+/// `-log10(1 - q)` scale from 0 to 99.9 %, then the maximum.
+fn curve(q_ms: impl Fn(f64) -> f64, max_ms: f64) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = (0..=60)
+        .map(|k| {
+            let q = 1.0 - 10f64.powf(-3.0 * k as f64 / 60.0);
+            (q, q_ms(q))
+        })
+        .collect();
+    points.push((1.0, max_ms));
+    points
+}
+
+fn percentiles_of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+    let ms = |us: u64| us as f64 / 1000.0;
+    Percentiles {
+        p50: ms(h.value_at_quantile(0.5)),
+        p90: ms(h.value_at_quantile(0.9)),
+        p99: ms(h.value_at_quantile(0.99)),
+        max: ms(h.max()),
+        mean: (h.mean() / 1000.0 * 1000.0).round() / 1000.0,
+    }
+}
+
+fn histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Runs `config` as `options` say.
+pub fn run(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
+    if options.frames == 0 {
         return Err(Error::Other("--frames must be at least 1".into()));
     }
+    match options.mode {
+        Mode::Pipeline => run_pipeline(config, options),
+        Mode::Detector | Mode::Engine => run_detector(config, options),
+    }
+}
+
+fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
+    let uri = options.source.as_deref().unwrap_or(&config.source.uri);
+    let start = Instant::now();
     let mut src = source::open_with(uri, &config.source.controls)?;
-    let t = Instant::now();
     let mut detector = Detector::from_config(config)?;
-    let load_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    if warmup > 0 {
+    let load_s = start.elapsed().as_secs_f64();
+    let mut frame = Frame::empty();
+    let mode = options.mode;
+    if options.warmup > 0 || mode == Mode::Engine {
         match src.geometry() {
-            Some(g) => detector.warm_up_for(warmup, g)?,
-            None => detector.warm_up(warmup)?,
+            Some(g) => detector.warm_up_for(options.warmup.max(1), g)?,
+            None => detector.warm_up(options.warmup.max(1))?,
         }
     }
-    let warmup_s = t.elapsed().as_secs_f64();
-    let mut hists: Vec<Histogram<u64>> = STAGES.iter().map(|_| histogram()).collect();
-    let mut frame = Frame::empty();
-    let mut n = 0u64;
-    let mut detections = 0usize;
-    let mut busy = Duration::ZERO;
-    while n < frames {
-        let t0 = Instant::now();
+    if mode == Mode::Engine {
+        // One real frame leaves a real tensor in the engine's input; then the engine alone.
         if !src.next_frame(&mut frame)? {
-            break;
+            return Err(Error::Other(format!("{uri}: the source gave no frames")));
         }
-        let t1 = Instant::now();
-        detections += detector.detect(&frame)?.len();
-        let t2 = Instant::now();
-        busy += t2 - t1;
-        let s = detector.times();
-        for (h, d) in hists.iter_mut().zip([t1 - t0, s.preprocess, s.inference, s.decode, t2 - t1]) {
-            h.saturating_record((d.as_micros() as u64).max(1));
+        detector.detect(&frame)?;
+        for _ in 0..options.warmup {
+            detector.engine_mut().run()?;
+        }
+    }
+    let startup_s = start.elapsed().as_secs_f64();
+    let mut hists: Vec<_> = mode.stages().iter().map(|_| histogram()).collect();
+    let mut sampler = Sampler::new(options.frames);
+    let (mut n, mut detections) = (0u64, 0usize);
+    let timed = Instant::now();
+    while n < options.frames {
+        if mode == Mode::Engine {
+            let t = Instant::now();
+            detector.engine_mut().run()?;
+            hists[0].saturating_record((t.elapsed().as_micros() as u64).max(1));
+        } else {
+            let t0 = Instant::now();
+            if !src.next_frame(&mut frame)? {
+                break;
+            }
+            let t1 = Instant::now();
+            detections += detector.detect(&frame)?.len();
+            let t2 = Instant::now();
+            let s = detector.times();
+            for (h, d) in hists.iter_mut().zip([t1 - t0, s.preprocess, s.inference, s.decode, t2 - t1]) {
+                h.saturating_record((d.as_micros() as u64).max(1));
+            }
         }
         n += 1;
+        sampler.frame();
     }
+    let seconds = timed.elapsed().as_secs_f64();
     if n == 0 {
         return Err(Error::Other(format!("{uri}: the source gave no frames")));
     }
+    let whole = hists.last().expect("at least one stage");
+    let curve = curve(|q| whole.value_at_quantile(q) as f64 / 1000.0, whole.max() as f64 / 1000.0);
+    // The detector's own rate: its stage, not the source's rendering, is what is measured.
+    let busy_s = whole.mean() * n as f64 / 1e6;
     Ok(BenchReport {
+        label: options.label.clone(),
+        mode: mode.name(),
         engine: detector.engine().describe(),
         preprocessing: detector.preprocessing(),
         source: src.describe(),
         frames: n,
-        load_s: (load_s * 1000.0).round() / 1000.0,
-        warmup_s: (warmup_s * 1000.0).round() / 1000.0,
-        detector_fps: ((n as f64 / busy.as_secs_f64().max(1e-9)) * 10.0).round() / 10.0,
-        detections_per_frame: ((detections as f64 / n as f64) * 100.0).round() / 100.0,
-        stages: STAGES.iter().zip(&hists).map(|(s, h)| (s.to_string(), percentiles(h))).collect(),
+        startup_s,
+        load_s,
+        warmup_s: startup_s - load_s,
+        seconds,
+        fps: n as f64 / busy_s.max(1e-9),
+        captured: n,
+        dropped: 0,
+        detections_per_frame: detections as f64 / n as f64,
+        stages: mode.stages().iter().zip(&hists).map(|(s, h)| (s.to_string(), percentiles_of(h))).collect(),
+        curve,
+        rss_kib: sampler.rss,
+        fds: sampler.fds,
+        client_lines: Vec::new(),
+    })
+}
+
+/// Connects `n` clients to `socket` once it exists; each reads until the
+/// daemon closes it and counts the lines it got.
+fn spawn_clients(socket: &Path, n: usize, give_up: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
+    (0..n)
+        .map(|_| {
+            let (path, give_up) = (socket.to_path_buf(), give_up.clone());
+            std::thread::spawn(move || {
+                let mut stream = loop {
+                    if let Ok(s) = UnixStream::connect(&path) {
+                        break s;
+                    }
+                    if give_up.load(Ordering::Relaxed) {
+                        return 0;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let (mut lines, mut buf) = (0u64, vec![0u8; 64 * 1024]);
+                while let Ok(k) = stream.read(&mut buf) {
+                    if k == 0 {
+                        break;
+                    }
+                    lines += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+                }
+                lines
+            })
+        })
+        .collect()
+}
+
+fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
+    let mut config = config.clone();
+    if let Some(uri) = &options.source {
+        config.source.uri = uri.clone();
+    }
+    // A private socket, so a bench can run beside the service; no metrics endpoint.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let socket: PathBuf = std::env::temp_dir().join(format!(
+        "jetdetect-bench-{}-{}.sock",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
+    config.output.socket = socket.clone();
+    config.output.socket_group.clear();
+    config.metrics.listen.clear();
+
+    let give_up = Arc::new(AtomicBool::new(false));
+    let clients = spawn_clients(&socket, options.clients, give_up.clone());
+    let start = Instant::now();
+    let first = Arc::new(Mutex::new(None::<Instant>));
+    let sampler = Arc::new(Mutex::new(Sampler::new(options.frames)));
+    let detections = Arc::new(Mutex::new(0u64));
+    let hook = {
+        let (first, sampler, detections) = (first.clone(), sampler.clone(), detections.clone());
+        move |line: &[u8]| {
+            if let Ok(mut f) = first.lock() {
+                f.get_or_insert_with(Instant::now);
+            }
+            if let Ok(mut s) = sampler.lock() {
+                s.frame();
+            }
+            // Each detection carries one "class_id" key in the message.
+            let n = line.windows(11).filter(|w| *w == b"\"class_id\":").count() as u64;
+            if let Ok(mut d) = detections.lock() {
+                *d += n;
+            }
+        }
+    };
+    let run_options =
+        RunOptions { on_message: Some(Box::new(hook)), max_frames: Some(options.frames), quiet: true };
+    let result = pipeline::run(&config, run_options, Arc::new(AtomicBool::new(false)));
+    give_up.store(true, Ordering::Relaxed);
+    let client_lines: Vec<u64> = clients.into_iter().map(|c| c.join().unwrap_or(0)).collect();
+    let summary = result?;
+    let first = first.lock().ok().and_then(|f| *f).unwrap_or(start);
+    let published = summary.frames.published;
+    if published == 0 {
+        return Err(Error::Other(format!("{}: no frame was published", config.source.uri)));
+    }
+    let lat: &LatencyStats = &summary.latency;
+    let last = Mode::Pipeline.stages().len() - 1;
+    let sampler = sampler.lock().map(|s| (s.rss, s.fds)).unwrap_or_default();
+    let detections = detections.lock().map(|d| *d).unwrap_or(0);
+    Ok(BenchReport {
+        label: options.label.clone(),
+        mode: Mode::Pipeline.name(),
+        engine: summary.engine.clone(),
+        preprocessing: summary.preprocessing.clone(),
+        source: config.source.uri.clone(),
+        frames: published,
+        startup_s: first.duration_since(start).as_secs_f64(),
+        load_s: 0.0,
+        warmup_s: 0.0,
+        seconds: summary.seconds,
+        fps: summary.frames.processed as f64 / summary.seconds.max(1e-9),
+        captured: summary.frames.captured,
+        dropped: summary.frames.dropped,
+        detections_per_frame: detections as f64 / published as f64,
+        stages: Mode::Pipeline
+            .stages()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.to_string(), lat.percentiles(i)))
+            .collect(),
+        curve: curve(|q| lat.quantile_ms(last, q), lat.percentiles(last).max),
+        rss_kib: sampler.0,
+        fds: sampler.1,
+        client_lines,
     })
 }
 
 /// The report as a table for people.
 pub fn format_table(r: &BenchReport) -> String {
     let mut s = format!(
-        "engine        {}\npreprocessing {}\nsource        {}\nload          {:.3} s (model + engine build or cache)\n\
-         warm-up       {:.3} s\nframes        {}  ({:.1} FPS through the detector, {:.2} detections/frame)\n\n\
-         {:<11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "run           {} ({} mode)\nengine        {}\npreprocessing {}\nsource        {}\n\
+         startup       {:.3} s (model load, engine build or cache, warm-up)\n\
+         frames        {} in {:.2} s: {:.1} FPS, {:.2} detections/frame\n",
+        r.label,
+        r.mode,
         r.engine,
         r.preprocessing,
         r.source,
-        r.load_s,
-        r.warmup_s,
+        r.startup_s,
         r.frames,
-        r.detector_fps,
+        r.seconds,
+        r.fps,
         r.detections_per_frame,
-        "stage (ms)",
-        "p50",
-        "p90",
-        "p99",
-        "max",
-        "mean"
     );
-    for (name, p) in &r.stages {
+    if r.mode == "pipeline" {
+        s.push_str(&format!("captured      {}, dropped {} (newest frame wins)\n", r.captured, r.dropped));
+    }
+    if !r.client_lines.is_empty() {
         s.push_str(&format!(
-            "{name:<11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}\n",
+            "clients       {} reading, lines read {:?}\n",
+            r.client_lines.len(),
+            r.client_lines
+        ));
+    }
+    s.push_str(&format!(
+        "memory        RSS {} -> {} KiB (max {}), open fds {} -> {} (max {})\n\n",
+        r.rss_kib.first, r.rss_kib.last, r.rss_kib.max, r.fds.first, r.fds.last, r.fds.max
+    ));
+    s.push_str(&format!(
+        "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "stage (ms)", "p50", "p90", "p99", "max", "mean"
+    ));
+    for (name, p) in &r.stages {
+        let name = if name == "queue" { "frame_age" } else { name };
+        s.push_str(&format!(
+            "{name:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}\n",
             p.p50, p.p90, p.p99, p.max, p.mean
         ));
     }
     s
 }
 
+/// Draws the distribution of each run's last stage (end to end, detect or
+/// inference) as latency against percentile, in one SVG.
+pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let err = |e: String| Error::Other(format!("{}: cannot draw the plot: {e}", path.display()));
+    let top = reports.iter().flat_map(|r| r.curve.iter().map(|p| p.1)).fold(0.0f64, f64::max);
+    let y_max = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let x = |q: f64| -(1.0 - q).max(1e-4).log10();
+    let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let what: Vec<String> = reports.iter().map(|r| r.mode.to_string()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("jetdetect bench: latency distribution ({})", what.join(", ")), ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..3.6f64, 0f64..y_max)
+        .map_err(|e| err(e.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile (log scale of 1 - p; the last point is the maximum)")
+        .y_desc("latency (ms)")
+        .x_labels(8)
+        .x_label_formatter(&|v| {
+            let p = 100.0 * (1.0 - 10f64.powf(-v));
+            if *v > 3.05 {
+                "max".to_string()
+            } else if p >= 99.0 {
+                format!("{p:.1}%")
+            } else {
+                format!("{p:.0}%")
+            }
+        })
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    let colours = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
+        RGBColor(23, 190, 207),
+    ];
+    for (i, r) in reports.iter().enumerate() {
+        let colour = colours[i % colours.len()];
+        let points: Vec<(f64, f64)> =
+            r.curve.iter().map(|&(q, ms)| (if q >= 1.0 { 3.5 } else { x(q) }, ms)).collect();
+        let whole = r.stages.last().map(|(s, p)| (s.clone(), *p)).unwrap_or_default();
+        let label = format!(
+            "{} [{} {}]: p50 {:.2} p99 {:.2} max {:.2} ms",
+            r.label, r.mode, whole.0, whole.1.p50, whole.1.p99, whole.1.max
+        );
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            .map_err(|e| err(e.to_string()))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    root.present().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn times_every_stage_of_a_real_model() {
+    fn config() -> Config {
         let mut config = Config::default();
         config.model.path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/obstacles-v8.onnx").into();
-        let r = run(&config, "synthetic://?width=320&height=240&fps=0&format=nv12&seed=2", 12, 1).unwrap();
+        config
+    }
+
+    fn options(mode: Mode, source: &str, frames: u64) -> BenchOptions {
+        BenchOptions {
+            mode,
+            source: Some(source.into()),
+            frames,
+            warmup: 1,
+            clients: 0,
+            label: format!("test-{}", mode.name()),
+        }
+    }
+
+    #[test]
+    fn detector_mode_times_every_stage_of_a_real_model() {
+        let config = config();
+        let src = "synthetic://?width=320&height=240&fps=0&format=nv12&seed=2";
+        let r = run(&config, &options(Mode::Detector, src, 12)).unwrap();
         assert_eq!(r.frames, 12);
-        assert_eq!(r.stages.len(), STAGES.len());
-        let get = |name: &str| r.stages.iter().find(|(s, _)| s == name).unwrap().1;
+        assert_eq!(r.stages.len(), DETECTOR_STAGES.len());
+        let get = |name: &str| r.stage(name).unwrap();
         // The detector's total covers its stages; each percentile is ordered.
         assert!(get("detect").p50 >= get("inference").p50, "{r:?}");
         for (_, p) in &r.stages {
             assert!(p.p50 <= p.p90 && p.p90 <= p.p99 && p.p99 <= p.max, "{r:?}");
         }
-        assert!(get("inference").p50 > 0.0 && r.detector_fps > 0.0);
+        assert!(get("inference").p50 > 0.0 && r.fps > 0.0);
         assert!(r.detections_per_frame > 0.5, "the synthetic scene has objects: {r:?}");
+        assert!(r.rss_kib.max > 1000 && r.fds.max >= 3, "{r:?}");
         let table = format_table(&r);
         assert!(table.contains("inference") && table.contains("preprocessing cpu"), "{table}");
+        // The curve rises with the quantile and ends at the maximum.
+        assert!(r.curve.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "{:?}", r.curve);
+        assert_eq!(r.curve.last().unwrap().1, get("detect").max);
         // A finite source shorter than asked is measured as far as it goes; an empty one is an error.
-        let r = run(&config, "synthetic://?width=64&height=64&fps=0&frames=3", 10, 0).unwrap();
+        let r = run(&config, &options(Mode::Detector, "synthetic://?width=64&height=64&fps=0&frames=3", 10))
+            .unwrap();
         assert_eq!(r.frames, 3);
-        assert!(run(&config, "synthetic://?width=64&height=64&fps=0&frames=3", 0, 0).is_err());
+        assert!(run(&config, &options(Mode::Detector, src, 0)).is_err());
+    }
+
+    #[test]
+    fn engine_mode_times_the_engine_alone() {
+        let config = config();
+        let r = run(&config, &options(Mode::Engine, "synthetic://?width=320&height=240&fps=0", 8)).unwrap();
+        assert_eq!((r.frames, r.stages.len()), (8, 1));
+        assert!(r.stage("inference").unwrap().p50 > 0.0, "{r:?}");
+    }
+
+    #[test]
+    fn pipeline_mode_runs_the_daemon_with_clients_and_plots() {
+        let config = config();
+        let mut o =
+            options(Mode::Pipeline, "synthetic://?width=320&height=240&fps=60&format=yuyv&seed=4", 20);
+        o.clients = 2;
+        let r = run(&config, &o).unwrap();
+        assert!(r.frames >= 20, "{r:?}");
+        assert_eq!(r.stages.len(), crate::stats::STAGES.len());
+        let e2e = r.stage("end_to_end").unwrap();
+        let inference = r.stage("inference").unwrap();
+        assert!(e2e.p50 >= inference.p50 && e2e.max > 0.0, "{r:?}");
+        assert!(r.captured >= r.frames, "{r:?}");
+        // Each client got the hello, every detections message, the final stats and bye.
+        assert_eq!(r.client_lines.len(), 2);
+        for &lines in &r.client_lines {
+            assert!(lines >= r.frames, "{r:?}");
+        }
+        let table = format_table(&r);
+        assert!(table.contains("frame_age") && table.contains("dropped"), "{table}");
+
+        let svg = std::env::temp_dir().join(format!("jetdetect-bench-test-{}.svg", std::process::id()));
+        let mut other = r.clone();
+        other.label = "second".into();
+        plot(&[r, other], &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        std::fs::remove_file(&svg).unwrap();
+        assert!(text.starts_with("<svg") && text.contains("polyline"), "{}", &text[..200.min(text.len())]);
+        assert!(text.contains("second [pipeline end_to_end]"), "the legend names each run");
     }
 }

@@ -215,6 +215,12 @@ impl Detector {
         self.engine.as_ref()
     }
 
+    /// The engine itself, to run it alone on the input the last frame left
+    /// (`jetdetect bench --mode engine`).
+    pub fn engine_mut(&mut self) -> &mut dyn Engine {
+        self.engine.as_mut()
+    }
+
     /// Stage times of the last frame.
     pub fn times(&self) -> StageTimes {
         self.times

@@ -98,20 +98,35 @@ enum Command {
         #[arg(long, default_value_t = 0.5)]
         match_iou: f32,
     },
-    /// Time the detector chain per stage (P50/P90/P99) on a source, after load and warm-up.
+    /// Latency per stage and end to end (P50/P90/P99/max), FPS, frame age and drops: the
+    /// daemon's pipeline (default), the detector frame after frame, or the engine alone.
     Bench {
         #[command(flatten)]
         model: ModelArgs,
-        /// Source to time (unpaced synthetic frames by default).
-        #[arg(long, default_value = "synthetic://?width=1280&height=720&fps=0&format=yuyv&seed=1")]
-        source: String,
+        /// pipeline (the daemon end to end, on a private socket), detector (the chain, frame after
+        /// frame, nothing dropped) or engine (the engine alone on one input: the limit).
+        #[arg(long, default_value = "pipeline", value_parser = jetdetect::bench::Mode::parse)]
+        mode: jetdetect::bench::Mode,
+        /// Source (default: the config's; without --config, synthetic 1280x720 YUYV at 30 fps
+        /// for the pipeline and unpaced for the other modes).
+        #[arg(long)]
+        source: Option<String>,
         /// Frames to time.
         #[arg(long, default_value_t = 300)]
         frames: u64,
-        /// Warm-up frames before timing.
+        /// Warm-up frames before timing (detector and engine modes).
         #[arg(long, default_value_t = 10)]
         warmup: usize,
-        /// Print the report as one JSON object.
+        /// Clients reading the socket during a pipeline run.
+        #[arg(long, default_value_t = 0)]
+        clients: usize,
+        /// Also run this config (same mode, source and frames), for comparison; repeatable.
+        #[arg(long, value_name = "CONFIG")]
+        against: Vec<PathBuf>,
+        /// Draw the latency distributions of all runs into this SVG file.
+        #[arg(long, value_name = "OUT.svg")]
+        plot: Option<PathBuf>,
+        /// Print each report as one JSON line.
         #[arg(long)]
         json: bool,
     },
@@ -708,15 +723,8 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
         Command::Eval { model, source, frames, match_iou } => cmd_eval(&model, &source, frames, match_iou),
-        Command::Bench { model, source, frames, warmup, json } => {
-            let config = model.resolve()?;
-            let report = jetdetect::bench::run(&config, &source, frames, warmup)?;
-            if json {
-                println!("{}", serde_json::to_string(&report).map_err(|e| Error::Other(e.to_string()))?);
-            } else {
-                print!("{}", jetdetect::bench::format_table(&report));
-            }
-            Ok(true)
+        Command::Bench { model, mode, source, frames, warmup, clients, against, plot, json } => {
+            cmd_bench(&model, mode, source, frames, warmup, clients, &against, plot.as_deref(), json)
         }
         Command::Record { source, frames, out } => cmd_record(&source, frames, &out),
         Command::Dataset { out, train, val, seed } => {
@@ -725,6 +733,66 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_bench(
+    model: &ModelArgs,
+    mode: jetdetect::bench::Mode,
+    source: Option<String>,
+    frames: u64,
+    warmup: usize,
+    clients: usize,
+    against: &[PathBuf],
+    plot: Option<&Path>,
+    json: bool,
+) -> Result<bool, Error> {
+    use jetdetect::bench::{self, BenchOptions, Mode};
+    let source = source.or_else(|| {
+        model.config.is_none().then(|| {
+            let fps = if mode == Mode::Pipeline { 30 } else { 0 };
+            format!("synthetic://?width=1280&height=720&fps={fps}&format=yuyv&seed=1")
+        })
+    });
+    let label = |p: Option<&PathBuf>| {
+        p.and_then(|p| p.file_stem())
+            .map_or_else(|| "command line".to_string(), |s| s.to_string_lossy().into())
+    };
+    let mut runs = vec![(label(model.config.as_ref()), model.resolve()?)];
+    for path in against {
+        runs.push((label(Some(path)), Config::load(path)?));
+    }
+    let mut reports = Vec::new();
+    for (label, config) in runs {
+        let options = BenchOptions { mode, source: source.clone(), frames, warmup, clients, label };
+        let report = bench::run(&config, &options)?;
+        if json {
+            println!("{}", serde_json::to_string(&report).map_err(|e| Error::Other(e.to_string()))?);
+        } else {
+            println!("{}", bench::format_table(&report));
+        }
+        reports.push(report);
+    }
+    if reports.len() > 1 && !json {
+        println!(
+            "{:<24} {:>10} {:>10} {:>10} {:>8}   (ms, {})",
+            "run",
+            "p50",
+            "p99",
+            "max",
+            "FPS",
+            mode.name()
+        );
+        for r in &reports {
+            let p = r.stages.last().map(|(_, p)| *p).unwrap_or_default();
+            println!("{:<24} {:>10.3} {:>10.3} {:>10.3} {:>8.1}", r.label, p.p50, p.p99, p.max, r.fps);
+        }
+    }
+    if let Some(path) = plot {
+        bench::plot(&reports, path)?;
+        eprintln!("jetdetect: plot written to {}", path.display());
+    }
+    Ok(true)
 }
 
 fn init_logging(daemon: bool) {

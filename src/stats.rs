@@ -24,6 +24,7 @@ pub struct Percentiles {
 }
 
 /// One histogram per stage.
+#[derive(Clone, Debug)]
 pub struct LatencyStats {
     hists: Vec<Histogram<u64>>,
 }
@@ -70,6 +71,11 @@ impl LatencyStats {
             max: ms(h.max()),
             mean: (h.mean() / 1000.0 * 1000.0).round() / 1000.0,
         }
+    }
+
+    /// The value of stage `index` at quantile `q` (`0..=1`), in milliseconds.
+    pub fn quantile_ms(&self, index: usize, q: f64) -> f64 {
+        self.hists[index].value_at_quantile(q) as f64 / 1000.0
     }
 
     /// Adds another set of histograms into this one.

@@ -223,6 +223,8 @@ fn clock_and_camera_commands_refuse_bad_targets() {
 fn bench_reports_every_stage_as_json_and_flags_reach_the_config() {
     let o = jetdetect(&[
         "bench",
+        "--mode",
+        "detector",
         "--model",
         MODEL,
         "--source",
@@ -245,4 +247,42 @@ fn bench_reports_every_stage_as_json_and_flags_reach_the_config() {
     assert_clean_failure(&o, &["[preprocess] device", "kind = \"onnxruntime\""]);
     let o = jetdetect(&["bench", "--model", MODEL, "--engine", "onnx", "--frames", "1"]);
     assert_clean_failure(&o, &["[engine] kind"]);
+    let o = jetdetect(&["bench", "--model", MODEL, "--mode", "fastest"]);
+    assert_clean_failure(&o, &["'fastest'", "pipeline, detector or engine"]);
+}
+
+#[test]
+fn bench_runs_the_pipeline_for_two_configs_and_plots_them() {
+    let svg = tmp("bench-latency.svg");
+    let o = jetdetect(&[
+        "bench",
+        "--config",
+        "configs/demo.toml",
+        "--against",
+        "configs/demo.toml",
+        "--source",
+        "synthetic://?width=320&height=240&fps=60&format=nv12&seed=5",
+        "--frames",
+        "15",
+        "--clients",
+        "1",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "one report per config");
+    for v in &lines {
+        assert_eq!(v["mode"], "pipeline");
+        assert_eq!(v["label"], "demo");
+        assert!(v["frames"].as_u64().unwrap() >= 15, "{v}");
+        let stages: Vec<&str> =
+            v["stages"].as_array().unwrap().iter().map(|s| s[0].as_str().unwrap()).collect();
+        assert_eq!(stages, ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"]);
+        assert!(v["client_lines"][0].as_u64().unwrap() >= 15, "{v}");
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg") && text.contains("latency distribution"), "{text}");
 }

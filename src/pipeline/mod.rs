@@ -45,6 +45,10 @@ pub type MessageHook = Box<dyn FnMut(&[u8]) + Send>;
 pub struct RunOptions {
     /// Called with every published `detections` line (e.g. to print it).
     pub on_message: Option<MessageHook>,
+    /// Stop after this many published frames (`jetdetect bench`); `None` runs until stopped.
+    pub max_frames: Option<u64>,
+    /// Do not print the statistics table at the end (the caller reports them).
+    pub quiet: bool,
 }
 
 /// What a finished run reports.
@@ -56,6 +60,12 @@ pub struct RunSummary {
     pub reason: String,
     /// Seconds from ready to stop.
     pub seconds: f64,
+    /// Every published frame's stage times.
+    pub latency: LatencyStats,
+    /// The engine, as `Engine::describe` puts it.
+    pub engine: String,
+    /// Where preprocessing ran.
+    pub preprocessing: String,
 }
 
 /// Counters shared by the threads.
@@ -235,12 +245,13 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         detector.preprocessing()
     );
     let names = detector.names().clone();
+    let (engine_described, preprocessing) = (detector.engine().describe(), detector.preprocessing());
     let hello = Hello {
         r#type: "hello",
         schema: protocol::SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         source: src.describe(),
-        engine: detector.engine().describe(),
+        engine: engine_described.clone(),
         input: [iw, ih],
         classes: (0..names.len()).map(|i| names.name(i).into_owned()).collect(),
     };
@@ -311,6 +322,9 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                     cb(&line);
                 }
                 let _ = recycle_tx.try_send(report);
+                if options.max_frames.is_some_and(|n| published >= n) && !stop.swap(true, Ordering::Relaxed) {
+                    log::info!("{published} frames published: stopping");
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -389,7 +403,9 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     total.merge(&window);
     let seconds = started.elapsed().as_secs_f64();
     let frames = counters(published);
-    let reason = if stop.load(Ordering::Relaxed) {
+    let reason = if options.max_frames.is_some_and(|n| published >= n) {
+        "frame count reached".to_string()
+    } else if stop.load(Ordering::Relaxed) {
         "signal".to_string()
     } else if shared.source_ended.load(Ordering::Relaxed) {
         "end of source".to_string()
@@ -415,9 +431,11 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     line.clear();
     protocol::write_bye(&mut line, &reason);
     server.close(&line);
-    print_summary(&frames, &total, seconds, &reason);
+    if !options.quiet {
+        print_summary(&frames, &total, seconds, &reason);
+    }
     drop(power);
-    Ok(RunSummary { frames, reason, seconds })
+    Ok(RunSummary { frames, reason, seconds, latency: total, engine: engine_described, preprocessing })
 }
 
 /// Prints the run's statistics (to stderr, so stdout stays machine-readable).
