@@ -43,9 +43,6 @@ pub struct Decoder {
     options: DecodeOptions,
     candidates: Vec<Candidate>,
     suppressed: Vec<bool>,
-    /// YOLOv8: each anchor's best class score so far, and that class.
-    best_score: Vec<f32>,
-    best_class: Vec<u32>,
 }
 
 impl Decoder {
@@ -53,15 +50,7 @@ impl Decoder {
     pub fn new(layout: Layout, options: DecodeOptions) -> Decoder {
         // Room for every candidate up front, so no frame ever grows these buffers.
         let n = layout.anchors();
-        let v8 = if matches!(layout, Layout::V8 { .. }) { n } else { 0 };
-        Decoder {
-            layout,
-            options,
-            candidates: Vec::with_capacity(n),
-            suppressed: Vec::with_capacity(n),
-            best_score: Vec::with_capacity(v8),
-            best_class: Vec::with_capacity(v8),
-        }
+        Decoder { layout, options, candidates: Vec::with_capacity(n), suppressed: Vec::with_capacity(n) }
     }
 
     /// The layout this decoder reads.
@@ -89,26 +78,18 @@ impl Decoder {
             Layout::V8 { .. } => {
                 debug_assert_eq!(output.len(), anchors * (4 + classes));
                 let row = |k: usize| &output[k * anchors..(k + 1) * anchors];
-                // Each anchor's best class, read class row by class row: the rows are
-                // contiguous, so this streams through the tensor once.
-                self.best_score.clear();
-                self.best_score.resize(anchors, f32::NEG_INFINITY);
-                self.best_class.clear();
-                self.best_class.resize(anchors, 0);
-                for c in 0..classes {
-                    let scores = self.best_score.iter_mut().zip(self.best_class.iter_mut());
-                    for ((best, class), &s) in scores.zip(row(4 + c)) {
-                        if s > *best {
-                            *best = s;
-                            *class = c as u32;
+                for i in 0..anchors {
+                    let mut best = (f32::NEG_INFINITY, 0);
+                    for c in 0..classes {
+                        let s = output[(4 + c) * anchors + i];
+                        if s > best.0 {
+                            best = (s, c);
                         }
                     }
-                }
-                for (i, (&score, &class)) in self.best_score.iter().zip(&self.best_class).enumerate() {
-                    if score > conf {
+                    if best.0 > conf {
                         self.candidates.push(Candidate {
-                            score,
-                            class_id: class as usize,
+                            score: best.0,
+                            class_id: best.1,
                             index: i,
                             b: xyxy(row(0)[i], row(1)[i], row(2)[i], row(3)[i]),
                         });
@@ -193,6 +174,21 @@ mod tests {
 
     fn identity() -> Letterbox {
         Letterbox::new(100, 100, 100, 100)
+    }
+
+    #[test]
+    fn v8_best_class_is_the_first_of_equal_scores_and_nan_is_never_best() {
+        let far = |x: f32| [x, 10.0, 4.0, 4.0];
+        let t = v8_tensor(&[
+            (far(10.0), vec![0.1, 0.7, 0.7, 0.2]), // tie: the first class wins
+            (far(40.0), vec![f32::NAN, 0.3, 0.6, f32::NAN]), // NaN ignored
+            (far(70.0), vec![f32::NAN; 4]),        // nothing but NaN: no candidate
+        ]);
+        let mut d = Decoder::new(Layout::V8 { anchors: 3, classes: 4 }, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &identity(), &mut out);
+        let got: Vec<(usize, f32)> = out.iter().map(|x| (x.class_id, x.score)).collect();
+        assert_eq!(got, vec![(1, 0.7), (2, 0.6)]);
     }
 
     #[test]
