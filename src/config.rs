@@ -93,7 +93,8 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// `tract` (pure Rust, CPU, no library) or `onnxruntime` (TensorRT / CUDA / CPU providers).
+    /// `auto` (ONNX Runtime when its library is found, else tract), `tract` (pure Rust,
+    /// CPU, no library) or `onnxruntime` (TensorRT / CUDA / CPU providers).
     pub kind: String,
     /// ONNX Runtime library; empty: `ORT_DYLIB_PATH`, then the usual JetPack and system places.
     pub library: PathBuf,
@@ -108,7 +109,7 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            kind: "tract".to_string(),
+            kind: "auto".to_string(),
             library: PathBuf::new(),
             providers: crate::engine::onnxruntime::PROVIDERS.iter().map(|p| p.to_string()).collect(),
             threads: 0,

@@ -135,6 +135,7 @@ fn engine_allocations_per_frame_are_reported() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut config = Config::default();
     config.model.path = model();
+    config.engine.kind = "tract".into();
     let n = detect_allocations(&config);
     // tract allocates the intermediate tensors of each run; this pins the figure
     // so a change shows up here (docs/benchmarks.md).

@@ -238,3 +238,24 @@ fn dla_preprocessing_without_tensorrt_says_what_to_do() {
         "{e}"
     );
 }
+
+#[test]
+fn auto_picks_onnxruntime_when_found_and_tract_otherwise() {
+    let Some(lib) = library() else { return };
+    let auto = Detector::from_config(&config("auto", &lib, "obstacles-v8.onnx")).unwrap();
+    assert!(auto.engine().describe().starts_with("onnxruntime"), "{}", auto.engine().describe());
+    // A library that is configured but missing (or cannot load) is not fatal for auto: tract runs the model.
+    let missing = Path::new("/nonexistent-jd/libonnxruntime.so");
+    let mut fallback = Detector::from_config(&config("auto", missing, "obstacles-v8.onnx")).unwrap();
+    assert!(fallback.engine().describe().starts_with("tract"), "{}", fallback.engine().describe());
+    let frame = {
+        let mut src = jetdetect::source::open("synthetic://?width=320&height=240&fps=0&seed=3").unwrap();
+        let mut f = jetdetect::frame::Frame::empty();
+        src.next_frame(&mut f).unwrap();
+        f
+    };
+    assert!(!fallback.detect(&frame).unwrap().is_empty());
+    // Asked for by name, a missing library stays an error.
+    let e = Detector::from_config(&config("onnxruntime", missing, "obstacles-v8.onnx")).err().unwrap();
+    assert!(e.to_string().contains("/nonexistent-jd/libonnxruntime.so: no such file"), "{e}");
+}

@@ -130,15 +130,53 @@ pub trait Engine: Send {
 }
 
 /// The engine kinds this build knows, for config validation and messages.
-pub const KINDS: [&str; 2] = ["tract", "onnxruntime"];
+pub const KINDS: [&str; 3] = ["auto", "tract", "onnxruntime"];
 
 /// Loads `model` with the engine called `kind`.
 pub fn open(kind: &str, model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, EngineError> {
     match kind {
+        "auto" => open_auto(model, options),
         "tract" => Ok(Box::new(tract::TractEngine::load(model, options)?)),
         "onnxruntime" => Ok(Box::new(onnxruntime::OrtEngine::load(model, options)?)),
         other => {
             Err(EngineError::Model(format!("unknown engine '{other}': this build has {}", KINDS.join(", "))))
+        }
+    }
+}
+
+/// `kind = "auto"`: ONNX Runtime when its library can be found (`[engine]
+/// library`, `ORT_DYLIB_PATH`, or a usual place, see [`onnxruntime::SEARCH`]),
+/// else tract. ONNX Runtime is the faster engine on every machine measured (4x
+/// tract's speed on x86 CPUs, docs/benchmarks.md) and the only way to the GPU;
+/// tract needs nothing installed and is the only engine of the static build.
+/// A library that is found but cannot run the model is logged, and tract runs it.
+fn open_auto(model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, EngineError> {
+    let tract = |why: String| -> Result<Box<dyn Engine>, EngineError> {
+        log::info!("engine: tract (pure Rust, CPU): {why}");
+        Ok(Box::new(tract::TractEngine::load(model, options)?))
+    };
+    if cfg!(target_feature = "crt-static") {
+        return tract("this static build cannot load ONNX Runtime".into());
+    }
+    let library = match onnxruntime::find_library(options.ort_library.as_deref()) {
+        Ok(l) => l,
+        Err(_) => {
+            return tract(format!(
+                "no ONNX Runtime library (looked at [engine] library, ORT_DYLIB_PATH, {})",
+                onnxruntime::SEARCH.join(", ")
+            ))
+        }
+    };
+    let mut ort_options = options.clone();
+    ort_options.ort_library = Some(library.clone());
+    match onnxruntime::OrtEngine::load(model, &ort_options) {
+        Ok(e) => {
+            log::info!("engine: {} (kind = \"auto\" found {})", e.describe(), library.display());
+            Ok(Box::new(e))
+        }
+        Err(e) => {
+            log::warn!("engine: ONNX Runtime found but not usable, falling back to tract: {e}");
+            tract(format!("ONNX Runtime at {} could not run the model", library.display()))
         }
     }
 }

@@ -88,6 +88,12 @@ pub fn find_library(configured: Option<&Path>) -> Result<PathBuf, EngineError> {
 /// load is not remembered, so a corrected path can be tried again.
 fn environment(library: &Path) -> Result<&'static ort::environment::Environment, EngineError> {
     static LOADED: Mutex<Option<(PathBuf, &'static ort::environment::Environment)>> = Mutex::new(None);
+    if !library.exists() {
+        return Err(EngineError::Model(format!(
+            "{}: no such file: set [engine] library or ORT_DYLIB_PATH to libonnxruntime.so, or use [engine] kind = \"tract\"",
+            library.display()
+        )));
+    }
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((p, env)) = loaded.as_ref() {
         return if p == library {
@@ -99,12 +105,6 @@ fn environment(library: &Path) -> Result<&'static ort::environment::Environment,
                 library.display()
             )))
         };
-    }
-    if !library.exists() {
-        return Err(EngineError::Model(format!(
-            "{}: no such file: set [engine] library or ORT_DYLIB_PATH to libonnxruntime.so, or use [engine] kind = \"tract\"",
-            library.display()
-        )));
     }
     let mut why = String::new();
     let builder = ort::init_from(library).map_err(|e| {
