@@ -513,7 +513,7 @@ mod tests {
         let e = parse("[model]\ninput_width = 300\n").unwrap_err();
         assert!(e.message.contains("multiple of 32"), "{e}");
         let e = parse("[engine]\nkind = \"tensorflow\"\n").unwrap_err();
-        assert!(e.message.contains("use tract"), "{e}");
+        assert!(e.message.contains("use auto, tract, onnxruntime"), "{e}");
         let e = parse("[source]\nuri = \"rtsp://cam\"\n").unwrap_err();
         assert!(e.message.contains("unknown scheme"), "{e}");
         assert_eq!(e.line, Some(2));
