@@ -39,6 +39,13 @@ fn bench(c: &mut Criterion) {
     let names = ClassNames::from_metadata("{0: 'box', 1: 'ball', 2: 'cone'}").expect("names");
     let r = report();
     let mut g = c.benchmark_group("publish one frame");
+    let mut line = Vec::with_capacity(8192);
+    g.bench_function("serialise only (20 detections)", |b| {
+        b.iter(|| {
+            line.clear();
+            write_detections(&mut line, &r, &names, Instant::now(), 0);
+        })
+    });
     for clients in [1usize, 10] {
         let path =
             std::env::temp_dir().join(format!("jetdetect-bench-{}-{clients}.sock", std::process::id()));
@@ -57,7 +64,6 @@ fn bench(c: &mut Criterion) {
             server.accept(b"{\"type\":\"hello\"}\n");
         }
         assert_eq!(server.clients(), clients);
-        let mut line = Vec::with_capacity(8192);
         g.bench_function(format!("{clients} client(s)"), |b| {
             b.iter(|| {
                 line.clear();
@@ -68,6 +74,31 @@ fn bench(c: &mut Criterion) {
         assert_eq!(server.clients(), clients, "no client may be dropped as slow");
         drop(server);
         for t in readers {
+            t.join().expect("reader");
+        }
+
+        // The floor: the same line written to the same number of reading sockets with plain
+        // write() calls, nothing else (what the kernel costs per client on this machine).
+        let pairs: Vec<(UnixStream, std::thread::JoinHandle<()>)> = (0..clients)
+            .map(|_| {
+                let (w, mut r) = UnixStream::pair().expect("socketpair");
+                let t = std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
+                });
+                (w, t)
+            })
+            .collect();
+        let (mut writers, threads): (Vec<UnixStream>, Vec<_>) = pairs.into_iter().unzip();
+        g.bench_function(format!("{clients} client(s), write() only (floor)"), |b| {
+            b.iter(|| {
+                for w in &mut writers {
+                    std::io::Write::write_all(w, &line).expect("write");
+                }
+            })
+        });
+        drop(writers);
+        for t in threads {
             t.join().expect("reader");
         }
     }
