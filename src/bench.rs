@@ -154,6 +154,8 @@ pub struct BenchReport {
     pub rss_kib: Track,
     /// Open file descriptors of the process over the run.
     pub fds: Track,
+    /// `(frame, RSS KiB)` samples over the run (about 50).
+    pub rss_trace: Vec<(u64, u64)>,
     /// Lines each client read (pipeline with clients).
     pub client_lines: Vec<u64>,
 }
@@ -187,6 +189,7 @@ struct Sampler {
     rss: Track,
     fds: Track,
     sampled: bool,
+    trace: Vec<(u64, u64)>,
 }
 
 impl Sampler {
@@ -195,7 +198,15 @@ impl Sampler {
     }
 
     fn empty() -> Sampler {
-        Sampler { every: 1, skip: 0, seen: 0, rss: Track::default(), fds: Track::default(), sampled: false }
+        Sampler {
+            every: 1,
+            skip: 0,
+            seen: 0,
+            rss: Track::default(),
+            fds: Track::default(),
+            sampled: false,
+            trace: Vec::new(),
+        }
     }
 
     fn frame(&mut self) {
@@ -207,8 +218,10 @@ impl Sampler {
 
     fn sample(&mut self) {
         let first = !self.sampled;
-        self.rss.add(rss_kib(), first);
+        let rss = rss_kib();
+        self.rss.add(rss, first);
         self.fds.add(open_fds(), first);
+        self.trace.push((self.seen, rss));
         self.sampled = true;
     }
 }
@@ -329,6 +342,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         curve,
         rss_kib: sampler.rss,
         fds: sampler.fds,
+        rss_trace: sampler.trace,
         client_lines: Vec::new(),
     })
 }
@@ -413,7 +427,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     }
     let lat: &LatencyStats = &summary.latency;
     let last = Mode::Pipeline.stages().len() - 1;
-    let sampler = sampler.lock().map(|s| (s.rss, s.fds)).unwrap_or_default();
+    let sampler = sampler.lock().map(|s| (s.rss, s.fds, s.trace.clone())).unwrap_or_default();
     let detections = detections.lock().map(|d| *d).unwrap_or(0);
     Ok(BenchReport {
         label: options.label.clone(),
@@ -439,6 +453,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         curve: curve(|q| lat.quantile_ms(last, q), lat.percentiles(last).max),
         rss_kib: sampler.0,
         fds: sampler.1,
+        rss_trace: sampler.2,
         client_lines,
     })
 }
@@ -498,7 +513,8 @@ pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
     let x = |q: f64| -(1.0 - q).max(1e-4).log10();
     let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let what: Vec<String> = reports.iter().map(|r| r.mode.to_string()).collect();
+    let mut what: Vec<&str> = reports.iter().map(|r| r.mode).collect();
+    what.dedup();
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("jetdetect bench: latency distribution ({})", what.join(", ")), ("sans-serif", 20))
         .margin(16)
