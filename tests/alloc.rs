@@ -143,19 +143,25 @@ fn engine_allocations_per_frame_are_reported() {
     assert!(n < 2000, "{n} allocations per frame");
 }
 
-#[test]
-fn onnxruntime_engine_allocations_per_frame_are_reported() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// The shipped model on ONNX Runtime's CPU provider, when `ORT_DYLIB_PATH` names the library.
+fn onnxruntime_cpu() -> Option<Config> {
     let Some(lib) = std::env::var_os("ORT_DYLIB_PATH").map(std::path::PathBuf::from).filter(|p| p.exists())
     else {
         eprintln!("ORT_DYLIB_PATH not set: skipped");
-        return;
+        return None;
     };
     let mut config = Config::default();
     config.model.path = model();
     config.engine.kind = "onnxruntime".into();
     config.engine.library = lib;
     config.engine.providers = vec!["cpu".into()];
+    Some(config)
+}
+
+#[test]
+fn onnxruntime_engine_allocations_per_frame_are_reported() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut config) = onnxruntime_cpu() else { return };
     let n = detect_allocations(&config);
     // Counts the Rust side only: ONNX Runtime's own C++ allocations do not go through
     // Rust's global allocator.
@@ -177,16 +183,7 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(lib) = std::env::var_os("ORT_DYLIB_PATH").map(std::path::PathBuf::from).filter(|p| p.exists())
-    else {
-        eprintln!("ORT_DYLIB_PATH not set: skipped");
-        return;
-    };
-    let mut config = Config::default();
-    config.model.path = model();
-    config.engine.kind = "onnxruntime".into();
-    config.engine.library = lib;
-    config.engine.providers = vec!["cpu".into()];
+    let Some(mut config) = onnxruntime_cpu() else { return };
     config.source.uri = "synthetic://?width=640&height=480&fps=0&format=yuyv&objects=6&seed=9".into();
     let socket = std::env::temp_dir().join(format!("jetdetect-alloc-{}.sock", std::process::id()));
     config.output.socket = socket.clone();
