@@ -188,23 +188,17 @@ struct Sampler {
     seen: u64,
     rss: Track,
     fds: Track,
-    sampled: bool,
     trace: Vec<(u64, u64)>,
 }
 
 impl Sampler {
     fn new(frames: u64) -> Sampler {
-        Sampler { every: (frames / 50).max(1), skip: (frames / 20).min(100), seen: 0, ..Sampler::empty() }
-    }
-
-    fn empty() -> Sampler {
         Sampler {
-            every: 1,
-            skip: 0,
+            every: (frames / 50).max(1),
+            skip: (frames / 20).min(100),
             seen: 0,
             rss: Track::default(),
             fds: Track::default(),
-            sampled: false,
             trace: Vec::new(),
         }
     }
@@ -212,46 +206,31 @@ impl Sampler {
     fn frame(&mut self) {
         self.seen += 1;
         if self.seen > self.skip && (self.seen - self.skip - 1) % self.every == 0 {
-            self.sample();
+            let first = self.trace.is_empty();
+            let rss = rss_kib();
+            self.rss.add(rss, first);
+            self.fds.add(open_fds(), first);
+            self.trace.push((self.seen, rss));
         }
     }
-
-    fn sample(&mut self) {
-        let first = !self.sampled;
-        let rss = rss_kib();
-        self.rss.add(rss, first);
-        self.fds.add(open_fds(), first);
-        self.trace.push((self.seen, rss));
-        self.sampled = true;
-    }
 }
 
-/// Points of a latency distribution: quantiles spaced evenly on the
-/// `-log10(1 - q)` scale from 0 to 99.9 %, then the maximum.
-fn curve(q_ms: impl Fn(f64) -> f64, max_ms: f64) -> Vec<(f64, f64)> {
-    let mut points: Vec<(f64, f64)> = (0..=60)
+/// Each stage's percentiles, and the distribution of the last stage (the
+/// whole) as points: quantiles spaced evenly on the `-log10(1 - q)` scale from
+/// 0 to 99.9 %, then the maximum.
+#[allow(clippy::type_complexity)]
+fn stage_figures(mode: Mode, lat: &LatencyStats) -> (Vec<(String, Percentiles)>, Vec<(f64, f64)>) {
+    let names = mode.stages();
+    let stages = names.iter().enumerate().map(|(i, s)| (s.to_string(), lat.percentiles(i))).collect();
+    let last = names.len() - 1;
+    let mut curve: Vec<(f64, f64)> = (0..=60)
         .map(|k| {
             let q = 1.0 - 10f64.powf(-3.0 * k as f64 / 60.0);
-            (q, q_ms(q))
+            (q, lat.quantile_ms(last, q))
         })
         .collect();
-    points.push((1.0, max_ms));
-    points
-}
-
-fn percentiles_of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
-    let ms = |us: u64| us as f64 / 1000.0;
-    Percentiles {
-        p50: ms(h.value_at_quantile(0.5)),
-        p90: ms(h.value_at_quantile(0.9)),
-        p99: ms(h.value_at_quantile(0.99)),
-        max: ms(h.max()),
-        mean: (h.mean() / 1000.0 * 1000.0).round() / 1000.0,
-    }
-}
-
-fn histogram() -> hdrhistogram::Histogram<u64> {
-    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+    curve.push((1.0, lat.percentiles(last).max));
+    (stages, curve)
 }
 
 /// Runs `config` as `options` say.
@@ -290,7 +269,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         }
     }
     let startup_s = start.elapsed().as_secs_f64();
-    let mut hists: Vec<_> = mode.stages().iter().map(|_| histogram()).collect();
+    let mut lat = LatencyStats::with_stages(mode.stages().len());
     let mut sampler = Sampler::new(options.frames);
     let (mut n, mut detections) = (0u64, 0usize);
     let timed = Instant::now();
@@ -298,7 +277,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         if mode == Mode::Engine {
             let t = Instant::now();
             detector.engine_mut().run()?;
-            hists[0].saturating_record((t.elapsed().as_micros() as u64).max(1));
+            lat.record([t.elapsed().as_micros() as u64]);
         } else {
             let t0 = Instant::now();
             if !src.next_frame(&mut frame)? {
@@ -308,9 +287,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
             detections += detector.detect(&frame)?.len();
             let t2 = Instant::now();
             let s = detector.times();
-            for (h, d) in hists.iter_mut().zip([t1 - t0, s.preprocess, s.inference, s.decode, t2 - t1]) {
-                h.saturating_record((d.as_micros() as u64).max(1));
-            }
+            lat.record([t1 - t0, s.preprocess, s.inference, s.decode, t2 - t1].map(|d| d.as_micros() as u64));
         }
         n += 1;
         sampler.frame();
@@ -319,10 +296,9 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     if n == 0 {
         return Err(Error::Other(format!("{uri}: the source gave no frames")));
     }
-    let whole = hists.last().expect("at least one stage");
-    let curve = curve(|q| whole.value_at_quantile(q) as f64 / 1000.0, whole.max() as f64 / 1000.0);
+    let (stages, curve) = stage_figures(mode, &lat);
     // The detector's own rate: its stage, not the source's rendering, is what is measured.
-    let busy_s = whole.mean() * n as f64 / 1e6;
+    let busy_s = stages.last().map_or(0.0, |(_, p)| p.mean) * n as f64 / 1e3;
     Ok(BenchReport {
         label: options.label.clone(),
         mode: mode.name(),
@@ -338,7 +314,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         captured: n,
         dropped: 0,
         detections_per_frame: detections as f64 / n as f64,
-        stages: mode.stages().iter().zip(&hists).map(|(s, h)| (s.to_string(), percentiles_of(h))).collect(),
+        stages,
         curve,
         rss_kib: sampler.rss,
         fds: sampler.fds,
@@ -395,22 +371,22 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     let give_up = Arc::new(AtomicBool::new(false));
     let clients = spawn_clients(&socket, options.clients, give_up.clone());
     let start = Instant::now();
-    let first = Arc::new(Mutex::new(None::<Instant>));
-    let sampler = Arc::new(Mutex::new(Sampler::new(options.frames)));
-    let detections = Arc::new(Mutex::new(0u64));
+    /// What the hook sees of the published messages.
+    struct Seen {
+        first: Option<Instant>,
+        sampler: Sampler,
+        detections: u64,
+    }
+    let seen =
+        Arc::new(Mutex::new(Seen { first: None, sampler: Sampler::new(options.frames), detections: 0 }));
     let hook = {
-        let (first, sampler, detections) = (first.clone(), sampler.clone(), detections.clone());
+        let seen = seen.clone();
         move |line: &[u8]| {
-            if let Ok(mut f) = first.lock() {
-                f.get_or_insert_with(Instant::now);
-            }
-            if let Ok(mut s) = sampler.lock() {
-                s.frame();
-            }
-            // Each detection carries one "class_id" key in the message.
-            let n = line.windows(11).filter(|w| *w == b"\"class_id\":").count() as u64;
-            if let Ok(mut d) = detections.lock() {
-                *d += n;
+            if let Ok(mut s) = seen.lock() {
+                s.first.get_or_insert_with(Instant::now);
+                s.sampler.frame();
+                // Each detection carries one "class_id" key in the message.
+                s.detections += line.windows(11).filter(|w| *w == b"\"class_id\":").count() as u64;
             }
         }
     };
@@ -420,15 +396,12 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     give_up.store(true, Ordering::Relaxed);
     let client_lines: Vec<u64> = clients.into_iter().map(|c| c.join().unwrap_or(0)).collect();
     let summary = result?;
-    let first = first.lock().ok().and_then(|f| *f).unwrap_or(start);
     let published = summary.frames.published;
     if published == 0 {
         return Err(Error::Other(format!("{}: no frame was published", config.source.uri)));
     }
-    let lat: &LatencyStats = &summary.latency;
-    let last = Mode::Pipeline.stages().len() - 1;
-    let sampler = sampler.lock().map(|s| (s.rss, s.fds, s.trace.clone())).unwrap_or_default();
-    let detections = detections.lock().map(|d| *d).unwrap_or(0);
+    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let (stages, curve) = stage_figures(Mode::Pipeline, &summary.latency);
     Ok(BenchReport {
         label: options.label.clone(),
         mode: Mode::Pipeline.name(),
@@ -436,24 +409,19 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         preprocessing: summary.preprocessing.clone(),
         source: config.source.uri.clone(),
         frames: published,
-        startup_s: first.duration_since(start).as_secs_f64(),
+        startup_s: seen.first.unwrap_or(start).duration_since(start).as_secs_f64(),
         load_s: 0.0,
         warmup_s: 0.0,
         seconds: summary.seconds,
         fps: summary.frames.processed as f64 / summary.seconds.max(1e-9),
         captured: summary.frames.captured,
         dropped: summary.frames.dropped,
-        detections_per_frame: detections as f64 / published as f64,
-        stages: Mode::Pipeline
-            .stages()
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.to_string(), lat.percentiles(i)))
-            .collect(),
-        curve: curve(|q| lat.quantile_ms(last, q), lat.percentiles(last).max),
-        rss_kib: sampler.0,
-        fds: sampler.1,
-        rss_trace: sampler.2,
+        detections_per_frame: seen.detections as f64 / published as f64,
+        stages,
+        curve,
+        rss_kib: seen.sampler.rss,
+        fds: seen.sampler.fds,
+        rss_trace: std::mem::take(&mut seen.sampler.trace),
         client_lines,
     })
 }

@@ -38,15 +38,22 @@ impl Default for LatencyStats {
 impl LatencyStats {
     /// Empty histograms for every stage in [`STAGES`].
     pub fn new() -> LatencyStats {
-        let hists = STAGES
-            .iter()
+        LatencyStats::with_stages(STAGES.len())
+    }
+
+    /// Empty histograms for `n` stages of the caller's choosing (`jetdetect bench`'s
+    /// detector and engine modes time other stages than the daemon).
+    pub fn with_stages(n: usize) -> LatencyStats {
+        let hists = (0..n)
             .map(|_| Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds"))
             .collect();
         LatencyStats { hists }
     }
 
-    /// Records one frame: microseconds per stage, in [`STAGES`] order.
-    pub fn record(&mut self, us: [u64; 6]) {
+    /// Records one frame: microseconds per stage, in stage order ([`STAGES`] for
+    /// [`LatencyStats::new`]).
+    pub fn record<const N: usize>(&mut self, us: [u64; N]) {
+        debug_assert_eq!(N, self.hists.len(), "one value per stage");
         for (h, v) in self.hists.iter_mut().zip(us) {
             h.saturating_record(v.max(1));
         }
