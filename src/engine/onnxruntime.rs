@@ -311,9 +311,8 @@ pub struct OrtEngine {
     options: EngineOptions,
     used: Vec<String>,
     output_shape: Vec<usize>,
-    /// Host output tensor, bound once: each run writes it, [`Engine::run`] lends it out.
+    /// Host output tensor of `output_shape`, bound once: each run writes it, [`Engine::run`] lends it out.
     output: Tensor<f32>,
-    output_len: usize,
     metadata: BTreeMap<String, String>,
     label: String,
 }
@@ -548,7 +547,6 @@ impl OrtEngine {
         };
         drop(progress);
         log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
-        let n_out: usize = output_shape.iter().product();
         // Input and output bound once to tensors allocated here: each run reuses them.
         let input =
             Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", &e))?;
@@ -575,7 +573,6 @@ impl OrtEngine {
             used: used.clone(),
             output_shape,
             output,
-            output_len: n_out,
             metadata,
             label: format!("onnxruntime [{}] ({})", used.join(" > "), path.display()),
         })
@@ -614,10 +611,10 @@ impl Engine for OrtEngine {
         if data.is_null() {
             return Err(err("the output tensor has no data".into()));
         }
-        // SAFETY: `output` is a host tensor of `output_len` f32 values allocated by ONNX
+        // SAFETY: `output` is a host tensor of `output_shape` f32 values allocated by ONNX
         // Runtime's CPU allocator, owned by `self` and bound as the session's output; the run
         // above has finished writing it, and the borrow of `self` keeps it alive and unbound.
-        Ok(unsafe { std::slice::from_raw_parts(data, self.output_len) })
+        Ok(unsafe { std::slice::from_raw_parts(data, self.output_shape.iter().product()) })
     }
 
     fn metadata(&self) -> &BTreeMap<String, String> {
