@@ -758,6 +758,14 @@ fn cmd_bench(
         p.and_then(|p| p.file_stem())
             .map_or_else(|| "command line".to_string(), |s| s.to_string_lossy().into())
     };
+    // A plot that cannot be written is an error now, not after the runs.
+    if let Some(dir) = plot.and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+        return Err(Error::Other(format!(
+            "--plot {}: the folder {} does not exist: create it or write the plot elsewhere",
+            plot.unwrap_or(dir).display(),
+            dir.display()
+        )));
+    }
     let mut runs = vec![(label(model.config.as_ref()), model.resolve()?)];
     for path in against {
         runs.push((label(Some(path)), Config::load(path)?));

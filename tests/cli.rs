@@ -249,6 +249,10 @@ fn bench_reports_every_stage_as_json_and_flags_reach_the_config() {
     assert_clean_failure(&o, &["[engine] kind"]);
     let o = jetdetect(&["bench", "--model", MODEL, "--mode", "fastest"]);
     assert_clean_failure(&o, &["'fastest'", "pipeline, detector or engine"]);
+    let o = jetdetect(&["bench", "--model", MODEL, "--plot", "/nonexistent-jd/latency.svg"]);
+    assert_clean_failure(&o, &["/nonexistent-jd/latency.svg", "the folder /nonexistent-jd does not exist"]);
+    let o = jetdetect(&["bench", "--config", "configs/demo.toml", "--against", "/nonexistent-jd.toml"]);
+    assert_clean_failure(&o, &["/nonexistent-jd.toml", "cannot read the config file"]);
 }
 
 #[test]
