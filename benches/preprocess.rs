@@ -1,6 +1,6 @@
 //! Preprocessing on the CPU: each camera pixel format, 640x480 -> 640x640 f32
-//! NCHW (letterbox, normalise), the issue-8 target (< 1.5 ms on one core); and
-//! the daemon's default geometry, 1280x720 YUYV -> the shipped model's 256x256.
+//! NCHW (letterbox, normalise), the issue-8 target (< 1.5 ms on one core); 640x480
+//! and the daemon's default 1280x720 -> the shipped model's 256x256.
 //!
 //! `cargo bench --bench preprocess`; `cargo test --benches` runs each once.
 
@@ -25,6 +25,17 @@ fn bench(c: &mut Criterion) {
         let mut pre = CpuPreprocessor::new();
         let mut out = vec![0f32; 3 * 640 * 640];
         g.bench_function(format.name(), |b| b.iter(|| pre.run(&f, 640, 640, &mut out).unwrap()));
+    }
+    g.finish();
+
+    // The shipped model's input: the resize path, the chain `benches/compare` measures.
+    let mut g = c.benchmark_group("preprocess 640x480 -> 256x256");
+    g.throughput(Throughput::Elements(640 * 480));
+    for format in [PixelFormat::Yuyv, PixelFormat::Nv12, PixelFormat::Rgb24] {
+        let f = frame(format, 640, 480);
+        let mut pre = CpuPreprocessor::new();
+        let mut out = vec![0f32; 3 * 256 * 256];
+        g.bench_function(format.name(), |b| b.iter(|| pre.run(&f, 256, 256, &mut out).unwrap()));
     }
     g.finish();
 

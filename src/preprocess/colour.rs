@@ -3,7 +3,7 @@
 //! YUV is read as BT.601 limited range ("video range"), which is what V4L2
 //! UVC/CSI cameras deliver for YUYV, UYVY and NV12 and what OpenCV's
 //! `cvtColor(..., COLOR_YUV2RGB_*)` assumes. GREY is replicated to R, G and B.
-//! Supporting a new format means one more arm in [`to_rgb`].
+//! Supporting a new format means one more arm in [`convert_row`].
 
 use crate::frame::{Frame, PixelFormat};
 
@@ -20,148 +20,106 @@ const CBU: i32 = 2_116_026; // 2.018
 /// for implementations elsewhere (the accelerator graph) to share.
 pub const COEFFICIENTS: (i32, i32, i32, i32, i32) = (CY, CRV, CGU, CGV, CBU);
 
-#[inline]
+#[inline(always)]
 fn sat(v: i32) -> u8 {
     (v >> SHIFT).clamp(0, 255) as u8
 }
 
-/// BT.601 limited-range YCbCr -> RGB for one pixel.
+/// The luma term of [`yuv_to_rgb`], rounding included.
+#[inline(always)]
+fn luma(y: u8) -> i32 {
+    (y as i32 - 16).max(0) * CY + (1 << (SHIFT - 1))
+}
+
+/// BT.601 limited-range YCbCr -> RGB for one pixel: the reference the row
+/// converter below must equal (a test compares them over every input).
 #[inline]
 pub fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [u8; 3] {
-    let c = (y as i32 - 16).max(0) * CY + (1 << (SHIFT - 1));
+    let c = luma(y);
     let d = u as i32 - 128;
     let e = v as i32 - 128;
     [sat(c + CRV * e), sat(c - CGU * d - CGV * e), sat(c + CBU * d)]
 }
 
-/// [`yuv_to_rgb`]'s products, tabulated per 8-bit input: the same integers,
-/// three table reads and adds per pixel instead of five multiplies.
-struct YuvTables {
-    y: [i32; 256],
-    rv: [i32; 256],
-    gu: [i32; 256],
-    gv: [i32; 256],
-    bu: [i32; 256],
+/// Two horizontally adjacent pixels sharing one chroma sample (4:2:2 pair,
+/// one row of a 4:2:0 block) -> their R, G and B. The same integers as
+/// [`yuv_to_rgb`], written so that a loop of it vectorises: no tables, no
+/// branches, 32-bit lanes.
+#[inline(always)]
+fn yuv_pair(y0: u8, y1: u8, u: u8, v: u8, r: &mut [u8], g: &mut [u8], b: &mut [u8]) {
+    let d = u as i32 - 128;
+    let e = v as i32 - 128;
+    let (cr, cg, cb) = (CRV * e, -CGU * d - CGV * e, CBU * d);
+    let (l0, l1) = (luma(y0), luma(y1));
+    r[0] = sat(l0 + cr);
+    r[1] = sat(l1 + cr);
+    g[0] = sat(l0 + cg);
+    g[1] = sat(l1 + cg);
+    b[0] = sat(l0 + cb);
+    b[1] = sat(l1 + cb);
 }
 
-const fn yuv_tables() -> YuvTables {
-    let mut t = YuvTables { y: [0; 256], rv: [0; 256], gu: [0; 256], gv: [0; 256], bu: [0; 256] };
-    let mut i = 0;
-    while i < 256 {
-        let luma = if i < 16 { 0 } else { i as i32 - 16 };
-        let c = i as i32 - 128;
-        t.y[i] = luma * CY + (1 << (SHIFT - 1));
-        t.rv[i] = CRV * c;
-        t.gu[i] = -CGU * c;
-        t.gv[i] = -CGV * c;
-        t.bu[i] = CBU * c;
-        i += 1;
+/// A packed 4:2:2 row (YUYV or UYVY: the byte offsets of Y0, U and V in each
+/// 4-byte pair are the parameters).
+#[inline(always)]
+fn packed_422<const Y: usize, const U: usize, const V: usize>(
+    row: &[u8],
+    r: &mut [u8],
+    g: &mut [u8],
+    b: &mut [u8],
+) {
+    let pairs =
+        row.chunks_exact(4).zip(r.chunks_exact_mut(2)).zip(g.chunks_exact_mut(2)).zip(b.chunks_exact_mut(2));
+    for (((p, r), g), b) in pairs {
+        yuv_pair(p[Y], p[Y + 2], p[U], p[V], r, g, b);
     }
-    t
 }
 
-static TABLES: YuvTables = yuv_tables();
-
-/// A pixel's chroma terms, shared by the pixels of a 4:2:2 pair or 4:2:0 block.
-#[derive(Clone, Copy)]
-struct Chroma {
-    r: i32,
-    g: i32,
-    b: i32,
-}
-
+/// A row of packed 3-byte pixels, channel order given by the byte offsets of R, G and B.
 #[inline(always)]
-fn chroma(u: u8, v: u8) -> Chroma {
-    let t = &TABLES;
-    Chroma { r: t.rv[v as usize], g: t.gu[u as usize] + t.gv[v as usize], b: t.bu[u as usize] }
+fn packed_rgb<const R: usize, const B: usize>(row: &[u8], r: &mut [u8], g: &mut [u8], b: &mut [u8]) {
+    for (((p, r), g), b) in row.chunks_exact(3).zip(r.iter_mut()).zip(g.iter_mut()).zip(b.iter_mut()) {
+        (*r, *g, *b) = (p[R], p[1], p[B]);
+    }
 }
 
-#[inline(always)]
-fn rgb(y: u8, c: Chroma) -> [u8; 3] {
-    let l = TABLES.y[y as usize];
-    [sat(l + c.r), sat(l + c.g), sat(l + c.b)]
-}
-
-/// Which pixels of a row to convert.
-#[derive(Clone, Copy)]
-pub enum Columns<'a> {
-    /// Every pixel, left to right.
-    All,
-    /// Only these columns (ascending): a downscale reads a fraction of them.
-    Some(&'a [u32]),
-}
-
-/// Converts row `y` of `frame` to RGB, calling `emit(x, [r, g, b])` for each
-/// column asked for. The frame's length must already have been checked.
+/// Converts row `y` of `frame` into three planes of `frame.width` values
+/// each (`r`, `g`, `b`). The frame's length must already have been checked.
 ///
 /// This is the one place pixel formats are decoded on the CPU: whole frames
 /// ([`to_rgb`]) and the preprocessor's fused convert-and-resize both use it,
-/// so a new format needs one arm here.
+/// so a new format needs one arm here. It is inlined so that a caller
+/// compiled for a wider vector unit (the preprocessor's AVX2 path) vectorises
+/// it too; the loops are plain so that the compiler can.
 #[inline(always)]
-pub fn convert_row(frame: &Frame, y: usize, cols: Columns, mut emit: impl FnMut(usize, [u8; 3])) {
+pub fn convert_row(frame: &Frame, y: usize, r: &mut [u8], g: &mut [u8], b: &mut [u8]) {
     let w = frame.width as usize;
     let h = frame.height as usize;
+    let (r, g, b) = (&mut r[..w], &mut g[..w], &mut b[..w]);
     let src = &frame.data[..];
     match frame.format {
-        PixelFormat::Rgb24 | PixelFormat::Bgr24 => {
-            let row = &src[y * w * 3..][..w * 3];
-            let (r, b) = if frame.format == PixelFormat::Rgb24 { (0, 2) } else { (2, 0) };
-            let px = |x: usize| [row[x * 3 + r], row[x * 3 + 1], row[x * 3 + b]];
-            match cols {
-                Columns::All => {
-                    for (x, p) in row.chunks_exact(3).enumerate() {
-                        emit(x, [p[r], p[1], p[b]]);
-                    }
-                }
-                Columns::Some(list) => list.iter().for_each(|&x| emit(x as usize, px(x as usize))),
-            }
-        }
+        PixelFormat::Rgb24 => packed_rgb::<0, 2>(&src[y * w * 3..][..w * 3], r, g, b),
+        PixelFormat::Bgr24 => packed_rgb::<2, 0>(&src[y * w * 3..][..w * 3], r, g, b),
         PixelFormat::Grey => {
             let row = &src[y * w..][..w];
-            match cols {
-                Columns::All => row.iter().enumerate().for_each(|(x, &v)| emit(x, [v; 3])),
-                Columns::Some(list) => list.iter().for_each(|&x| emit(x as usize, [row[x as usize]; 3])),
-            }
+            r.copy_from_slice(row);
+            g.copy_from_slice(row);
+            b.copy_from_slice(row);
         }
-        PixelFormat::Yuyv | PixelFormat::Uyvy => {
-            let (yo, uo, vo) = if frame.format == PixelFormat::Yuyv { (0, 1, 3) } else { (1, 0, 2) };
-            let row = &src[y * w * 2..][..w * 2];
-            match cols {
-                Columns::All => {
-                    for (pair, i) in row.chunks_exact(4).enumerate() {
-                        let c = chroma(i[uo], i[vo]);
-                        emit(pair * 2, rgb(i[yo], c));
-                        emit(pair * 2 + 1, rgb(i[yo + 2], c));
-                    }
-                }
-                Columns::Some(list) => {
-                    for &x in list {
-                        let x = x as usize;
-                        let i = &row[(x & !1) * 2..][..4];
-                        emit(x, rgb(i[yo + (x & 1) * 2], chroma(i[uo], i[vo])));
-                    }
-                }
-            }
-        }
+        PixelFormat::Yuyv => packed_422::<0, 1, 3>(&src[y * w * 2..][..w * 2], r, g, b),
+        PixelFormat::Uyvy => packed_422::<1, 0, 2>(&src[y * w * 2..][..w * 2], r, g, b),
         PixelFormat::Nv12 => {
             let (luma, uv) = src.split_at(w * h);
             let lrow = &luma[y * w..][..w];
             let crow = &uv[(y / 2) * w..][..w];
-            match cols {
-                Columns::All => {
-                    for (pair, (l, c)) in lrow.chunks_exact(2).zip(crow.chunks_exact(2)).enumerate() {
-                        let c = chroma(c[0], c[1]);
-                        emit(pair * 2, rgb(l[0], c));
-                        emit(pair * 2 + 1, rgb(l[1], c));
-                    }
-                }
-                Columns::Some(list) => {
-                    for &x in list {
-                        let x = x as usize;
-                        let c = x & !1;
-                        emit(x, rgb(lrow[x], chroma(crow[c], crow[c + 1])));
-                    }
-                }
+            let pairs = lrow
+                .chunks_exact(2)
+                .zip(crow.chunks_exact(2))
+                .zip(r.chunks_exact_mut(2))
+                .zip(g.chunks_exact_mut(2))
+                .zip(b.chunks_exact_mut(2));
+            for ((((l, c), r), g), b) in pairs {
+                yuv_pair(l[0], l[1], c[0], c[1], r, g, b);
             }
         }
     }
@@ -172,12 +130,13 @@ pub fn convert_row(frame: &Frame, y: usize, cols: Columns, mut emit: impl FnMut(
 pub fn to_rgb(frame: &Frame, rgb: &mut Vec<u8>) {
     let (w, h) = (frame.width as usize, frame.height as usize);
     rgb.resize(w * h * 3, 0);
-    if frame.format == PixelFormat::Rgb24 {
-        rgb.copy_from_slice(&frame.data);
-        return;
-    }
+    let mut planes = [vec![0u8; w], vec![0u8; w], vec![0u8; w]];
     for (y, out) in rgb.chunks_exact_mut(w * 3).enumerate() {
-        convert_row(frame, y, Columns::All, |x, p| out[x * 3..x * 3 + 3].copy_from_slice(&p));
+        let [r, g, b] = &mut planes;
+        convert_row(frame, y, r, g, b);
+        for (x, px) in out.chunks_exact_mut(3).enumerate() {
+            px.copy_from_slice(&[r[x], g[x], b[x]]);
+        }
     }
 }
 
@@ -185,6 +144,11 @@ pub fn to_rgb(frame: &Frame, rgb: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::frame::{encode_rgb, rgb_to_yuv};
+    use crate::preprocess::simd::multiversion;
+
+    multiversion! {
+        fn convert_row_wide(frame: &Frame, y: usize, r: &mut [u8], g: &mut [u8], b: &mut [u8]) => convert_row
+    }
 
     #[test]
     fn yuv_round_trip_is_within_two_levels() {
@@ -202,38 +166,40 @@ mod tests {
     }
 
     #[test]
-    fn tables_give_the_formula_for_every_input() {
-        for y in 0..=255u8 {
+    fn the_row_converter_gives_the_formula_for_every_input() {
+        // Every (Y, U, V): Y = x along a 256-pixel row, one row per (U, V).
+        let w = 256usize;
+        let (mut r, mut g, mut b) = (vec![0; w], vec![0; w], vec![0; w]);
+        for format in [PixelFormat::Yuyv, PixelFormat::Uyvy, PixelFormat::Nv12] {
             for u in 0..=255u8 {
                 for v in 0..=255u8 {
-                    assert_eq!(rgb(y, chroma(u, v)), yuv_to_rgb(y, u, v), "{y} {u} {v}");
+                    let mut frame = Frame::empty();
+                    (frame.width, frame.height, frame.format) = (w as u32, 2, format);
+                    let ys = (0..w).map(|x| x as u8);
+                    frame.data = match format {
+                        PixelFormat::Yuyv => {
+                            ys.collect::<Vec<_>>().chunks(2).flat_map(|p| [p[0], u, p[1], v]).collect()
+                        }
+                        PixelFormat::Uyvy => {
+                            ys.collect::<Vec<_>>().chunks(2).flat_map(|p| [u, p[0], v, p[1]]).collect()
+                        }
+                        _ => ys.clone().chain(ys).chain([u, v].repeat(w / 2)).collect(),
+                    };
+                    frame.data.resize(format.frame_len(w as u32, 2).unwrap(), 0);
+                    // Both builds of the loop: the baseline one and, where the CPU has it, the wider one.
+                    for wide in [false, true] {
+                        r.fill(0);
+                        if wide {
+                            convert_row_wide(&frame, 0, &mut r, &mut g, &mut b);
+                        } else {
+                            convert_row(&frame, 0, &mut r, &mut g, &mut b);
+                        }
+                        for x in 0..w {
+                            let want = yuv_to_rgb(x as u8, u, v);
+                            assert_eq!([r[x], g[x], b[x]], want, "{format} y {x} u {u} v {v} wide {wide}");
+                        }
+                    }
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn some_columns_equal_the_same_columns_of_the_whole_row() {
-        let (w, h) = (10u32, 4u32);
-        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 37 % 251) as u8).collect();
-        for format in PixelFormat::ALL {
-            let mut frame = Frame::empty();
-            encode_rgb(&rgb, w, h, format, &mut frame.data);
-            (frame.width, frame.height, frame.format) = (w, h, format);
-            let mut whole = Vec::new();
-            to_rgb(&frame, &mut whole);
-            let cols = [0u32, 1, 4, 7, 9];
-            for y in 0..h as usize {
-                let mut seen = Vec::new();
-                convert_row(&frame, y, Columns::Some(&cols), |x, p| seen.push((x, p)));
-                let want: Vec<(usize, [u8; 3])> = cols
-                    .iter()
-                    .map(|&x| {
-                        let i = (y * w as usize + x as usize) * 3;
-                        (x as usize, [whole[i], whole[i + 1], whole[i + 2]])
-                    })
-                    .collect();
-                assert_eq!(seen, want, "{format} row {y}");
             }
         }
     }

@@ -7,15 +7,17 @@
 //! in training and validation, to the level. Results go straight into the
 //! normalised `f32` NCHW planes.
 //!
-//! Colour conversion is fused into the resize: only the source rows and
-//! columns the interpolation reads are converted (1280x720 -> 256x144 reads 40%
-//! of each), one row at a time into a buffer that stays in L1, and a frame the
-//! model takes at its own size skips the resize altogether. Only the padding
-//! around the picture is filled. The output is identical to converting the
-//! whole frame first (a test below pins it). Buffers and sampling tables are
-//! kept between frames: in steady state nothing is allocated.
+//! Colour conversion is fused into the resize: only the source rows the
+//! interpolation reads are converted, one at a time into planar buffers that
+//! stay in L1, and a frame the model takes at its own size skips the resize
+//! altogether. Only the padding around the picture is filled. The output is
+//! identical to converting the whole frame first (a test below pins it). The
+//! loops are branch-free over planar rows so that they vectorise (on x86_64
+//! with AVX2 where the CPU has it, see [`super::simd`]). Buffers and sampling
+//! tables are kept between frames: in steady state nothing is allocated.
 
-use super::colour::{self, Columns};
+use super::colour;
+use super::simd::multiversion;
 use super::{Letterbox, PreprocessError, Preprocessor, PAD_VALUE};
 use crate::frame::Frame;
 
@@ -23,16 +25,12 @@ use crate::frame::Frame;
 pub const WEIGHT_ONE: i32 = 2048;
 const ONE: i32 = WEIGHT_ONE;
 
-/// 8-bit value -> normalised `f32` (`v / 255`).
-static UNIT: [f32; 256] = {
-    let mut t = [0f32; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = i as f32 / 255.0;
-        i += 1;
-    }
-    t
-};
+/// 8-bit value -> normalised `f32`: `v / 255`, correctly rounded (a division
+/// vectorises; a table lookup does not).
+#[inline(always)]
+fn unit(v: i32) -> f32 {
+    v as f32 / 255.0
+}
 
 /// For one output coordinate: the first source index and the weights of it and the next.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -71,11 +69,8 @@ pub fn taps(src: u32, dst: u32, out: &mut Vec<Tap>) {
 pub struct CpuPreprocessor {
     xs: Vec<Tap>,
     ys: Vec<Tap>,
-    /// Source columns the horizontal taps read, ascending; empty when most are
-    /// read and whole rows are converted.
-    cols: Vec<u32>,
-    /// One source row as RGB24 (only `cols` written when `cols` is not empty).
-    rgb_row: Vec<u8>,
+    /// One source row as R, G and B planes.
+    planes: [Vec<u8>; 3],
     /// Two horizontally resized rows, planar (`new_w` values per channel, scaled by [`ONE`]).
     rows: [Vec<i32>; 2],
     /// Which source row each of `rows` holds.
@@ -96,19 +91,9 @@ impl CpuPreprocessor {
         }
         taps(frame.width, lb.new_w, &mut self.xs);
         taps(frame.height, lb.new_h, &mut self.ys);
-        self.cols.clear();
-        for t in &self.xs {
-            for (x, used) in [(t.index, true), (t.index + 1, t.w1 != 0)] {
-                if used && self.cols.last().is_none_or(|&l| (l as usize) < x) {
-                    self.cols.push(x as u32);
-                }
-            }
+        for p in &mut self.planes {
+            p.resize(frame.width as usize, 0);
         }
-        // Converting a whole row runs faster per pixel; below ~3/4 of the columns, skipping wins.
-        if self.cols.len() * 4 >= frame.width as usize * 3 {
-            self.cols.clear();
-        }
-        self.rgb_row.resize(frame.width as usize * 3, 0);
         for r in &mut self.rows {
             r.resize(lb.new_w as usize * 3, 0);
         }
@@ -118,6 +103,7 @@ impl CpuPreprocessor {
     /// Makes `rows[slot]` hold source row `r`, converted and horizontally
     /// resized. Slot 0 is loaded first for each output row, so a row moving
     /// from slot 1 to slot 0 is swapped, not recomputed.
+    #[inline(always)]
     fn load_row(&mut self, slot: usize, r: usize, frame: &Frame) {
         if self.row_ids[slot] == Some(r) {
             return;
@@ -134,26 +120,87 @@ impl CpuPreprocessor {
             }
             return;
         }
-        let rgb = &mut self.rgb_row;
-        let cols = if self.cols.is_empty() { Columns::All } else { Columns::Some(&self.cols) };
-        colour::convert_row(frame, r, cols, |x, p| rgb[x * 3..x * 3 + 3].copy_from_slice(&p));
+        let [pr, pg, pb] = &mut self.planes;
+        colour::convert_row(frame, r, pr, pg, pb);
         let n = self.xs.len();
+        let last = frame.width as usize - 1;
+        let [pr, pg, pb] = &self.planes;
         let (dr, rest) = self.rows[slot].split_at_mut(n);
         let (dg, db) = rest.split_at_mut(n);
         for (x, t) in self.xs.iter().enumerate() {
-            let i0 = t.index * 3;
-            let i1 = if t.w1 != 0 { i0 + 3 } else { i0 };
-            dr[x] = rgb[i0] as i32 * t.w0 + rgb[i1] as i32 * t.w1;
-            dg[x] = rgb[i0 + 1] as i32 * t.w0 + rgb[i1 + 1] as i32 * t.w1;
-            db[x] = rgb[i0 + 2] as i32 * t.w0 + rgb[i1 + 2] as i32 * t.w1;
+            // At the right edge w1 is 0 and index + 1 would be past the row.
+            let (i, j) = (t.index, (t.index + 1).min(last));
+            dr[x] = pr[i] as i32 * t.w0 + pr[j] as i32 * t.w1;
+            dg[x] = pg[i] as i32 * t.w0 + pg[j] as i32 * t.w1;
+            db[x] = pb[i] as i32 * t.w0 + pb[j] as i32 * t.w1;
         }
         self.row_ids[slot] = Some(r);
     }
+
+    /// Writes the picture part of the letterboxed frame into the planes.
+    #[inline(always)]
+    fn fill_picture(&mut self, frame: &Frame, lb: &Letterbox, dst_w: usize, out: &mut [f32]) {
+        let plane = out.len() / 3;
+        let (top, left) = (lb.top as usize, lb.left as usize);
+        let (nw, nh) = (lb.new_w as usize, lb.new_h as usize);
+        let (out_r, rest) = out.split_at_mut(plane);
+        let (out_g, out_b) = rest.split_at_mut(plane);
+        let at = |y: usize| (top + y) * dst_w + left;
+
+        if nw == frame.width as usize && nh == frame.height as usize {
+            // The model's own size: no resize (the taps would be 1 and 0), convert straight into the planes.
+            for y in 0..nh {
+                let [pr, pg, pb] = &mut self.planes;
+                colour::convert_row(frame, y, pr, pg, pb);
+                let o = at(y);
+                for (src, dst) in self.planes.iter().zip([&mut *out_r, &mut *out_g, &mut *out_b]) {
+                    for (d, &s) in dst[o..o + nw].iter_mut().zip(src) {
+                        *d = unit(s as i32);
+                    }
+                }
+            }
+            return;
+        }
+
+        self.row_ids = [None, None];
+        let last_row = frame.height as usize - 1;
+        for dy in 0..nh {
+            let ty = self.ys[dy];
+            self.load_row(0, ty.index, frame);
+            if ty.w1 != 0 {
+                self.load_row(1, (ty.index + 1).min(last_row), frame);
+            }
+            let o = at(dy);
+            for (c, plane) in [&mut *out_r, &mut *out_g, &mut *out_b].into_iter().enumerate() {
+                let a = &self.rows[0][c * nw..][..nw];
+                let dst = &mut plane[o..o + nw];
+                if ty.w1 == 0 {
+                    for (d, &a) in dst.iter_mut().zip(a) {
+                        let v = (((a >> 4) * ty.w0) >> 16) + 2;
+                        *d = unit((v >> 2).clamp(0, 255));
+                    }
+                } else {
+                    let b = &self.rows[1][c * nw..][..nw];
+                    for ((d, &a), &b) in dst.iter_mut().zip(a).zip(b) {
+                        // OpenCV's vectorised vertical pass (VResizeLinearVec_32s8u).
+                        let v = (((a >> 4) * ty.w0) >> 16) + (((b >> 4) * ty.w1) >> 16) + 2;
+                        *d = unit((v >> 2).clamp(0, 255));
+                    }
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// [`CpuPreprocessor::fill_picture`], vectorised as wide as this CPU goes.
+    fn picture(pre: &mut CpuPreprocessor, frame: &Frame, lb: &Letterbox, dst_w: usize, out: &mut [f32])
+        => CpuPreprocessor::fill_picture
 }
 
 /// Fills the part of each plane outside the picture with the padding grey.
 fn pad(out: &mut [f32], dst_w: usize, lb: &Letterbox) {
-    let value = UNIT[PAD_VALUE as usize];
+    let value = unit(PAD_VALUE as i32);
     let (top, left) = (lb.top as usize, lb.left as usize);
     let (nw, nh) = (lb.new_w as usize, lb.new_h as usize);
     let plane = out.len() / 3;
@@ -185,54 +232,7 @@ impl Preprocessor for CpuPreprocessor {
         let lb = Letterbox::new(frame.width, frame.height, dst_w, dst_h);
         self.set_geometry(frame, &lb);
         pad(out, dst_w as usize, &lb);
-        let plane = dst_w as usize * dst_h as usize;
-        let (top, left) = (lb.top as usize, lb.left as usize);
-        let (nw, nh) = (lb.new_w as usize, lb.new_h as usize);
-        let (out_r, rest) = out.split_at_mut(plane);
-        let (out_g, out_b) = rest.split_at_mut(plane);
-        let at = |y: usize| (top + y) * dst_w as usize + left;
-
-        if nw == frame.width as usize && nh == frame.height as usize {
-            // The model's own size: no resize (the taps would be 1 and 0), convert straight into the planes.
-            for y in 0..nh {
-                let o = at(y);
-                let (r, g, b) = (&mut out_r[o..o + nw], &mut out_g[o..o + nw], &mut out_b[o..o + nw]);
-                colour::convert_row(frame, y, Columns::All, |x, p| {
-                    r[x] = UNIT[p[0] as usize];
-                    g[x] = UNIT[p[1] as usize];
-                    b[x] = UNIT[p[2] as usize];
-                });
-            }
-            return Ok(lb);
-        }
-
-        self.row_ids = [None, None];
-        let last_row = frame.height as usize - 1;
-        for dy in 0..nh {
-            let ty = self.ys[dy];
-            self.load_row(0, ty.index, frame);
-            if ty.w1 != 0 {
-                self.load_row(1, (ty.index + 1).min(last_row), frame);
-            }
-            let o = at(dy);
-            for (c, plane) in [&mut *out_r, &mut *out_g, &mut *out_b].into_iter().enumerate() {
-                let a = &self.rows[0][c * nw..][..nw];
-                let dst = &mut plane[o..o + nw];
-                if ty.w1 == 0 {
-                    for (d, &a) in dst.iter_mut().zip(a) {
-                        let v = (((a >> 4) * ty.w0) >> 16) + 2;
-                        *d = UNIT[(v >> 2).clamp(0, 255) as usize];
-                    }
-                } else {
-                    let b = &self.rows[1][c * nw..][..nw];
-                    for ((d, &a), &b) in dst.iter_mut().zip(a).zip(b) {
-                        // OpenCV's vectorised vertical pass (VResizeLinearVec_32s8u).
-                        let v = (((a >> 4) * ty.w0) >> 16) + (((b >> 4) * ty.w1) >> 16) + 2;
-                        *d = UNIT[(v >> 2).clamp(0, 255) as usize];
-                    }
-                }
-            }
-        }
+        picture(self, frame, &lb, dst_w as usize, out);
         Ok(lb)
     }
 }

@@ -9,6 +9,7 @@
 pub mod colour;
 pub mod cpu;
 pub mod graph;
+pub mod simd;
 
 use crate::frame::Frame;
 pub use cpu::CpuPreprocessor;
