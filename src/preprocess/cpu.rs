@@ -25,6 +25,10 @@ use crate::frame::Frame;
 pub const WEIGHT_ONE: i32 = 2048;
 const ONE: i32 = WEIGHT_ONE;
 
+/// Bits per channel in a packed pixel: room for a horizontal tap's sum.
+const LANE: u32 = 21;
+const LANE_MASK: u64 = (1 << LANE) - 1;
+
 /// 8-bit value -> normalised `f32`: `v / 255`, correctly rounded (a division
 /// vectorises; a table lookup does not).
 #[inline(always)]
@@ -71,6 +75,8 @@ pub struct CpuPreprocessor {
     ys: Vec<Tap>,
     /// One source row as R, G and B planes.
     planes: [Vec<u8>; 3],
+    /// The same row, each pixel's channels packed in [`LANE`]-bit lanes of a `u64`.
+    packed: Vec<u64>,
     /// Two horizontally resized rows, planar (`new_w` values per channel, scaled by [`ONE`]).
     rows: [Vec<i32>; 2],
     /// Which source row each of `rows` holds.
@@ -94,6 +100,7 @@ impl CpuPreprocessor {
         for p in &mut self.planes {
             p.resize(frame.width as usize, 0);
         }
+        self.packed.resize(frame.width as usize, 0);
         for r in &mut self.rows {
             r.resize(lb.new_w as usize * 3, 0);
         }
@@ -122,17 +129,22 @@ impl CpuPreprocessor {
         }
         let [pr, pg, pb] = &mut self.planes;
         colour::convert_row(frame, r, pr, pg, pb);
+        // The three channels side by side in one u64 (SWAR): one multiply per
+        // weight resizes all three, and no lane carries into the next, as each
+        // sum is at most 255 * 2048 * 2 < 2^21.
+        for (((p, &r), &g), &b) in self.packed.iter_mut().zip(pr.iter()).zip(pg.iter()).zip(pb.iter()) {
+            *p = r as u64 | (g as u64) << LANE | (b as u64) << (2 * LANE);
+        }
         let n = self.xs.len();
         let last = frame.width as usize - 1;
-        let [pr, pg, pb] = &self.planes;
         let (dr, rest) = self.rows[slot].split_at_mut(n);
         let (dg, db) = rest.split_at_mut(n);
-        for (x, t) in self.xs.iter().enumerate() {
+        let src = &self.packed[..=last];
+        for (((t, r), g), b) in self.xs.iter().zip(dr).zip(dg).zip(db) {
             // At the right edge w1 is 0 and index + 1 would be past the row.
             let (i, j) = (t.index, (t.index + 1).min(last));
-            dr[x] = pr[i] as i32 * t.w0 + pr[j] as i32 * t.w1;
-            dg[x] = pg[i] as i32 * t.w0 + pg[j] as i32 * t.w1;
-            db[x] = pb[i] as i32 * t.w0 + pb[j] as i32 * t.w1;
+            let v = src[i] * t.w0 as u64 + src[j] * t.w1 as u64;
+            (*r, *g, *b) = ((v & LANE_MASK) as i32, (v >> LANE & LANE_MASK) as i32, (v >> (2 * LANE)) as i32);
         }
         self.row_ids[slot] = Some(r);
     }
@@ -331,7 +343,7 @@ mod tests {
             (22, 40, 20, 24),
             (90, 10, 40, 40),
         ] {
-            let rgb: Vec<u8> = (0..w * h * 3).map(|i| ((i * 7919) % 253) as u8).collect();
+            let rgb: Vec<u8> = (0..w * h * 3).map(|i| ((i * 7919) % 256) as u8).collect(); // 0 and 255 included
             for format in PixelFormat::ALL {
                 let mut frame = Frame::empty();
                 encode_rgb(&rgb, w, h, format, &mut frame.data);
