@@ -491,7 +491,7 @@ fn cmd_run(
     }
     let mut options = RunOptions::default();
     if echo {
-        options.on_message = Some(Box::new(|line: &[u8]| {
+        options.on_message = Some(Box::new(|line: &[u8], _| {
             if let Some(text) = serde_json::from_slice(line).ok().as_ref().and_then(client::format_human) {
                 println!("{text}");
             }

@@ -213,7 +213,7 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     let counted = Arc::new(AtomicU64::new(u64::MAX));
     let hook = {
         let (seen, counted) = (seen.clone(), counted.clone());
-        move |_: &[u8]| {
+        move |_: &[u8], _: usize| {
             let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
             if n == FROM {
                 COUNT.store(0, Ordering::SeqCst);

@@ -37,8 +37,8 @@ use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, STAGES};
 use slot::{LatestSlot, Taken};
 
-/// A callback given every published `detections` line.
-pub type MessageHook = Box<dyn FnMut(&[u8]) + Send>;
+/// A callback given every published `detections` line and the number of detections in it.
+pub type MessageHook = Box<dyn FnMut(&[u8], usize) + Send>;
 
 /// How a run is started, beyond the config file.
 #[derive(Default)]
@@ -307,6 +307,8 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         errors: shared.errors.load(Ordering::Relaxed),
     };
     let mut stopping_sent = false;
+    let max_frames = options.max_frames;
+    let reached = |published: u64| max_frames.is_some_and(|n| published >= n);
     loop {
         match report_rx.recv_timeout(Duration::from_millis(20)) {
             Ok(report) => {
@@ -319,10 +321,10 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 us[4] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
                 window.record(us);
                 if let Some(cb) = options.on_message.as_mut() {
-                    cb(&line);
+                    cb(&line, report.detections.len());
                 }
                 let _ = recycle_tx.try_send(report);
-                if options.max_frames.is_some_and(|n| published >= n) && !stop.swap(true, Ordering::Relaxed) {
+                if reached(published) && !stop.swap(true, Ordering::Relaxed) {
                     log::info!("{published} frames published: stopping");
                 }
             }
@@ -403,7 +405,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     total.merge(&window);
     let seconds = started.elapsed().as_secs_f64();
     let frames = counters(published);
-    let reason = if options.max_frames.is_some_and(|n| published >= n) {
+    let reason = if reached(published) {
         "frame count reached".to_string()
     } else if stop.load(Ordering::Relaxed) {
         "signal".to_string()
