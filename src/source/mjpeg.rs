@@ -6,7 +6,11 @@
 use crate::frame::{Frame, PixelFormat};
 
 /// Decodes one JPEG frame into `frame` as RGB24.
-pub fn decode(data: &[u8], frame: &mut Frame) -> Result<(), String> {
+///
+/// `expect` is the size the camera negotiated: a frame whose header says
+/// otherwise (a corrupt or hostile header can claim 65535x65535, 12 GiB of
+/// RGB) is refused before anything is allocated for it.
+pub fn decode(data: &[u8], frame: &mut Frame, expect: (u32, u32)) -> Result<(), String> {
     use zune_jpeg::zune_core::colorspace::ColorSpace;
     use zune_jpeg::zune_core::options::DecoderOptions;
     if data.len() < 4 || data[0] != 0xFF || data[1] != 0xD8 {
@@ -16,6 +20,12 @@ pub fn decode(data: &[u8], frame: &mut Frame) -> Result<(), String> {
     let mut decoder = zune_jpeg::JpegDecoder::new_with_options(std::io::Cursor::new(data), options);
     decoder.decode_headers().map_err(|e| format!("bad MJPEG frame: {e}"))?;
     let (w, h) = decoder.dimensions().ok_or("bad MJPEG frame: no dimensions")?;
+    if (w as u32, h as u32) != expect {
+        return Err(format!(
+            "bad MJPEG frame: its header says {w}x{h}, the camera negotiated {}x{}",
+            expect.0, expect.1
+        ));
+    }
     let len = decoder.output_buffer_size().ok_or("bad MJPEG frame: size overflow")?;
     frame.data.resize(len, 0);
     decoder.decode_into(&mut frame.data).map_err(|e| format!("bad MJPEG frame: {e}"))?;
@@ -35,15 +45,17 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/images/scene_800x600.jpg");
         let bytes = std::fs::read(path).unwrap();
         let mut f = Frame::empty();
-        decode(&bytes, &mut f).unwrap();
+        decode(&bytes, &mut f, (800, 600)).unwrap();
         assert_eq!((f.width, f.height, f.format), (800, 600, PixelFormat::Rgb24));
         f.check_len().unwrap();
         // Same pixels as the image crate's decoder (also zune-jpeg) within a level.
         let reference = image::load_from_memory(&bytes).unwrap().into_rgb8();
         let worst = f.data.iter().zip(reference.as_raw()).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
         assert!(worst <= 1, "{worst}");
-        assert!(decode(b"\x00\x01garbage", &mut f).unwrap_err().contains("no SOI"));
-        let e = decode(&bytes[..bytes.len() / 5], &mut f);
+        assert!(decode(b"\x00\x01garbage", &mut f, (800, 600)).unwrap_err().contains("no SOI"));
+        let e = decode(&bytes, &mut f, (640, 480)).unwrap_err();
+        assert!(e.contains("says 800x600, the camera negotiated 640x480"), "{e}");
+        let e = decode(&bytes[..bytes.len() / 5], &mut f, (800, 600));
         assert!(e.is_err() || f.check_len().is_ok(), "a truncated frame is an error or still well-formed");
     }
 }

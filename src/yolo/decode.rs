@@ -123,6 +123,9 @@ impl Decoder {
             }
         }
 
+        // An engine can overflow (FP16 on TensorRT) or emit NaN: such a candidate has no place to
+        // be drawn, and a client cannot parse it (JSON has no NaN or infinity).
+        self.candidates.retain(|c| c.score.is_finite() && c.b.iter().all(|v| v.is_finite()));
         // Best first; ties keep tensor order so results are deterministic.
         self.candidates.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
         self.candidates.truncate(self.options.max_candidates);
@@ -189,6 +192,23 @@ mod tests {
         d.decode(&t, &identity(), &mut out);
         let got: Vec<(usize, f32)> = out.iter().map(|x| (x.class_id, x.score)).collect();
         assert_eq!(got, vec![(1, 0.7), (2, 0.6)]);
+    }
+
+    #[test]
+    fn non_finite_boxes_and_scores_are_dropped() {
+        let at = |x: f32| [x, 10.0, 4.0, 4.0];
+        let t = v8_tensor(&[
+            (at(10.0), vec![0.9]),
+            ([f32::NAN, 10.0, 4.0, 4.0], vec![0.9]),
+            ([40.0, 10.0, f32::INFINITY, 4.0], vec![0.9]),
+            (at(70.0), vec![f32::INFINITY]),
+            ([f32::MAX, 10.0, f32::MAX, 4.0], vec![0.9]), // cx + w / 2 overflows to infinity
+        ]);
+        let mut d = Decoder::new(Layout::V8 { anchors: 5, classes: 1 }, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &identity(), &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].x1, out[0].x2), (8.0, 12.0));
     }
 
     #[test]

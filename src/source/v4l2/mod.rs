@@ -248,7 +248,7 @@ impl V4l2Source {
     /// Copies buffer contents into `frame`, dropping row padding and decoding MJPEG.
     fn fill(s: &Streaming, data: &[u8], frame: &mut Frame) -> Result<(), SourceError> {
         match s.format.pixel_format() {
-            None => super::mjpeg::decode(data, frame)
+            None => super::mjpeg::decode(data, frame, (s.width, s.height))
                 .map_err(|e| SourceError::Decode(format!("{}: {e}", s.device.path().display())))?,
             Some(px) => {
                 let need = px.frame_len(s.width, s.height).unwrap_or(0);
