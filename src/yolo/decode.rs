@@ -124,7 +124,7 @@ impl Decoder {
         }
 
         // An engine can overflow (FP16 on TensorRT) or emit NaN: such a candidate has no place to
-        // be drawn, and a client cannot parse it (JSON has no NaN or infinity).
+        // be drawn, and JSON has no NaN or infinity (a client would get null for a number).
         self.candidates.retain(|c| c.score.is_finite() && c.b.iter().all(|v| v.is_finite()));
         // Best first; ties keep tensor order so results are deterministic.
         self.candidates.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
