@@ -4,6 +4,7 @@
 //! power loss the next start finds it and restores first.
 
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use super::discover::Discovered;
@@ -55,7 +56,14 @@ impl StateFile {
         }
         let tmp = self.path.with_extension("state.tmp");
         let write = || -> std::io::Result<()> {
-            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+            // The state directory may be writable by others: never follow a link planted at the
+            // temporary name (as root, that would overwrite its target). Remove whatever is there
+            // (a link is removed, not followed) and create the file exclusively.
+            match std::fs::remove_file(&tmp) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.path)?;
@@ -165,5 +173,34 @@ impl StateFile {
         }
         std::fs::remove_file(&self.path).map_err(|e| self.err("restored, but cannot remove", e))?;
         Ok(values.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn a_link_planted_in_the_state_directory_is_not_followed() {
+        let dir = std::env::temp_dir().join(format!("jetdetect-state-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let state = StateFile::new(dir.join("clocks.state"));
+        std::os::unix::fs::symlink(&victim, state.path.with_extension("state.tmp")).unwrap();
+        state.save(Path::new("/"), &[(PathBuf::from("/sys/x"), "1".into())]).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(!std::fs::symlink_metadata(&state.path).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::metadata(&state.path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(state.load().unwrap().1, vec![(PathBuf::from("/sys/x"), "1".to_string())]);
+
+        // A link at the state file's own name is refused when read, never followed.
+        std::fs::remove_file(&state.path).unwrap();
+        std::os::unix::fs::symlink(&victim, &state.path).unwrap();
+        let e = state.load().unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
