@@ -138,7 +138,15 @@ impl SocketServer {
                 .map_err(|e| err(format!("cannot create the folder {}: {e}", dir.display())))?;
         }
         let gid = group.map(group_id).transpose().map_err(err)?;
-        let listener = UnixListener::bind(path).map_err(|e| err(format!("cannot listen: {e}")))?;
+        // Bound owner-only (umask 0177 for the moment of the bind), then opened up to 0660 below:
+        // with a permissive umask, another user could otherwise connect before the chmod and keep
+        // reading. The umask is process-wide; a file another thread creates meanwhile only gets a
+        // stricter mode.
+        use nix::sys::stat::{umask, Mode};
+        let old = umask(Mode::from_bits_truncate(0o177));
+        let bound = UnixListener::bind(path);
+        umask(old);
+        let listener = bound.map_err(|e| err(format!("cannot listen: {e}")))?;
         let server = SocketServer {
             listener,
             path: path.to_path_buf(),
