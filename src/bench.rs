@@ -88,6 +88,8 @@ pub struct BenchOptions {
     pub warmup: usize,
     /// Clients reading the socket during a pipeline run.
     pub clients: usize,
+    /// Clients that connect and never read during a pipeline run (a hung consumer).
+    pub stalled: usize,
     /// Name of the run in tables and plots.
     pub label: String,
 }
@@ -156,8 +158,10 @@ pub struct BenchReport {
     pub fds: Track,
     /// `(frame, RSS KiB)` samples over the run (about 50).
     pub rss_trace: Vec<(u64, u64)>,
-    /// Lines each client read (pipeline with clients).
+    /// Lines each reading client read (pipeline with clients).
     pub client_lines: Vec<u64>,
+    /// Clients that were connected and never read.
+    pub stalled_clients: usize,
 }
 
 impl BenchReport {
@@ -320,12 +324,19 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         fds: sampler.fds,
         rss_trace: sampler.trace,
         client_lines: Vec::new(),
+        stalled_clients: 0,
     })
 }
 
-/// Connects `n` clients to `socket` once it exists; each reads until the
+/// Connects `n` clients to `socket` once it exists; each reads (or, unless
+/// `read`, holds its connection without reading) until the
 /// daemon closes it and counts the lines it got.
-fn spawn_clients(socket: &Path, n: usize, give_up: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
+fn spawn_clients(
+    socket: &Path,
+    n: usize,
+    read: bool,
+    give_up: Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<u64>> {
     (0..n)
         .map(|_| {
             let (path, give_up) = (socket.to_path_buf(), give_up.clone());
@@ -339,6 +350,13 @@ fn spawn_clients(socket: &Path, n: usize, give_up: Arc<AtomicBool>) -> Vec<std::
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 };
+                if !read {
+                    while !give_up.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    drop(stream);
+                    return 0;
+                }
                 let (mut lines, mut buf) = (0u64, vec![0u8; 64 * 1024]);
                 while let Ok(k) = stream.read(&mut buf) {
                     if k == 0 {
@@ -369,7 +387,8 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     config.metrics.listen.clear();
 
     let give_up = Arc::new(AtomicBool::new(false));
-    let clients = spawn_clients(&socket, options.clients, give_up.clone());
+    let clients = spawn_clients(&socket, options.clients, true, give_up.clone());
+    let stalled = spawn_clients(&socket, options.stalled, false, give_up.clone());
     let start = Instant::now();
     /// What the hook sees of the published messages.
     struct Seen {
@@ -394,6 +413,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     let result = pipeline::run(&config, run_options, Arc::new(AtomicBool::new(false)));
     give_up.store(true, Ordering::Relaxed);
     let client_lines: Vec<u64> = clients.into_iter().map(|c| c.join().unwrap_or(0)).collect();
+    stalled.into_iter().for_each(|c| drop(c.join()));
     let summary = result?;
     let published = summary.frames.published;
     if published == 0 {
@@ -422,6 +442,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         fds: seen.sampler.fds,
         rss_trace: std::mem::take(&mut seen.sampler.trace),
         client_lines,
+        stalled_clients: options.stalled,
     })
 }
 
@@ -445,11 +466,15 @@ pub fn format_table(r: &BenchReport) -> String {
     if r.mode == "pipeline" {
         s.push_str(&format!("captured      {}, dropped {} (newest frame wins)\n", r.captured, r.dropped));
     }
-    if !r.client_lines.is_empty() {
+    if !r.client_lines.is_empty() || r.stalled_clients > 0 {
+        let lines = match (r.client_lines.iter().min(), r.client_lines.iter().max()) {
+            (Some(lo), Some(hi)) if r.client_lines.len() > 4 => format!("min {lo}, max {hi}"),
+            _ => format!("{:?}", r.client_lines),
+        };
         s.push_str(&format!(
-            "clients       {} reading, lines read {:?}\n",
+            "clients       {} reading, {} stalled (never reading); lines read {lines}\n",
             r.client_lines.len(),
-            r.client_lines
+            r.stalled_clients,
         ));
     }
     s.push_str(&format!(
@@ -557,6 +582,7 @@ mod tests {
             frames,
             warmup: 1,
             clients: 0,
+            stalled: 0,
             label: format!("test-{}", mode.name()),
         }
     }

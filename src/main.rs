@@ -120,6 +120,9 @@ enum Command {
         /// Clients reading the socket during a pipeline run.
         #[arg(long, default_value_t = 0)]
         clients: usize,
+        /// Clients that connect and never read during a pipeline run: what a hung consumer costs the others.
+        #[arg(long, default_value_t = 0)]
+        stalled: usize,
         /// Also run this config (same mode, source and frames), for comparison; repeatable.
         #[arg(long, value_name = "CONFIG")]
         against: Vec<PathBuf>,
@@ -723,8 +726,17 @@ fn run(cli: Cli) -> Result<bool, Error> {
             Ok(true)
         }
         Command::Eval { model, source, frames, match_iou } => cmd_eval(&model, &source, frames, match_iou),
-        Command::Bench { model, mode, source, frames, warmup, clients, against, plot, json } => {
-            cmd_bench(&model, mode, source, frames, warmup, clients, &against, plot.as_deref(), json)
+        Command::Bench { model, mode, source, frames, warmup, clients, stalled, against, plot, json } => {
+            let options = jetdetect::bench::BenchOptions {
+                mode,
+                source,
+                frames,
+                warmup,
+                clients,
+                stalled,
+                label: String::new(),
+            };
+            cmd_bench(&model, options, &against, plot.as_deref(), json)
         }
         Command::Record { source, frames, out } => cmd_record(&source, frames, &out),
         Command::Dataset { out, train, val, seed } => {
@@ -735,20 +747,16 @@ fn run(cli: Cli) -> Result<bool, Error> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn cmd_bench(
     model: &ModelArgs,
-    mode: jetdetect::bench::Mode,
-    source: Option<String>,
-    frames: u64,
-    warmup: usize,
-    clients: usize,
+    options: jetdetect::bench::BenchOptions,
     against: &[PathBuf],
     plot: Option<&Path>,
     json: bool,
 ) -> Result<bool, Error> {
     use jetdetect::bench::{self, BenchOptions, Mode};
-    let source = source.or_else(|| {
+    let mode = options.mode;
+    let source = options.source.clone().or_else(|| {
         model.config.is_none().then(|| {
             let fps = if mode == Mode::Pipeline { 30 } else { 0 };
             format!("synthetic://?width=1280&height=720&fps={fps}&format=yuyv&seed=1")
@@ -772,7 +780,7 @@ fn cmd_bench(
     }
     let mut reports = Vec::new();
     for (label, config) in runs {
-        let options = BenchOptions { mode, source: source.clone(), frames, warmup, clients, label };
+        let options = BenchOptions { source: source.clone(), label, ..options.clone() };
         let report = bench::run(&config, &options)?;
         if json {
             println!("{}", serde_json::to_string(&report).map_err(|e| Error::Other(e.to_string()))?);
