@@ -40,6 +40,9 @@ fn config(dir: &Path, source: &str, extra: &str) -> PathBuf {
 struct Daemon {
     child: Child,
     socket: PathBuf,
+    /// Everything the daemon wrote to stderr: drained as it comes, so a chatty
+    /// daemon never blocks on a full pipe.
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Daemon {
@@ -53,14 +56,20 @@ impl Daemon {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
+        let mut child = cmd.spawn().unwrap();
+        let mut pipe = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        });
         let socket = dir.join("d.sock");
         let deadline = Instant::now() + Duration::from_secs(60);
         while UnixStream::connect(&socket).is_err() {
             assert!(Instant::now() < deadline, "the daemon did not open {} in time", socket.display());
             std::thread::sleep(Duration::from_millis(50));
         }
-        Daemon { child, socket }
+        Daemon { child, socket, stderr: Some(stderr) }
     }
 
     fn connect(&self) -> BufReader<UnixStream> {
@@ -79,8 +88,7 @@ impl Daemon {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                let err = self.stderr.take().map(|t| t.join().unwrap()).unwrap_or_default();
                 return (status.code(), err);
             }
             if Instant::now() > deadline {
@@ -292,6 +300,114 @@ fn a_client_that_never_reads_does_not_slow_the_others() {
     let (code, err) = d.wait(Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("stopped reading"), "the stalled client was dropped and logged: {err}");
+}
+
+/// Open descriptors of process `pid`.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn misbehaving_clients_do_not_disturb_the_others() {
+    use std::io::Write;
+    let dir = tmpdir("misbehave");
+    let d =
+        Daemon::start(&dir, "synthetic://?width=320&height=240&fps=30&format=yuyv&seed=8&objects=6", "", &[]);
+    let pid = d.child.id();
+    let mut active = d.connect();
+    // Let the daemon settle, then take its descriptor count as the baseline.
+    while read_msg(&mut active)["type"] != "stats" {}
+    let baseline = fds(pid);
+    let socket = d.socket.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut misbehaving = Vec::new();
+    // 1 000 connections opened and dropped, some after reading a little.
+    misbehaving.push(std::thread::spawn({
+        let socket = socket.clone();
+        move || {
+            for i in 0..1000 {
+                let mut s = UnixStream::connect(&socket).unwrap();
+                if i % 10 == 0 {
+                    let mut b = [0u8; 100];
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let _ = s.read(&mut b);
+                }
+            }
+            "1000 connects".to_string()
+        }
+    }));
+    // A reader taking one byte at a time, slowly.
+    misbehaving.push(std::thread::spawn({
+        let (socket, stop) = (socket.clone(), stop.clone());
+        move || {
+            let mut s = UnixStream::connect(&socket).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut n = 0;
+            let mut b = [0u8; 1];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && s.read(&mut b).unwrap_or(0) == 1 {
+                n += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            format!("byte-at-a-time reader got {n} bytes")
+        }
+    }));
+    // A client writing garbage (the protocol is one-way: the daemon never reads it).
+    misbehaving.push(std::thread::spawn({
+        let (socket, stop) = (socket.clone(), stop.clone());
+        move || {
+            let mut s = UnixStream::connect(&socket).unwrap();
+            s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+            let junk: Vec<u8> = (0..64 * 1024).map(|i| (i * 131 % 256) as u8).collect();
+            let mut sent = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match s.write(&junk) {
+                    Ok(k) => sent += k,
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+            format!("garbage writer sent {sent} bytes")
+        }
+    }));
+
+    // Meanwhile the well-behaved client gets every frame published between two stats messages.
+    let start = Instant::now();
+    let (mut published_at_stats, mut received_at_stats, mut received) = (Vec::new(), Vec::new(), 0u64);
+    while start.elapsed() < Duration::from_secs(8) {
+        let v = read_msg(&mut active);
+        check_schema(&v);
+        match v["type"].as_str().unwrap() {
+            "detections" if !published_at_stats.is_empty() => received += 1,
+            "stats" => {
+                published_at_stats.push(v["frames"]["published"].as_u64().unwrap());
+                received_at_stats.push(received);
+            }
+            _ => {}
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in misbehaving {
+        eprintln!("{}", t.join().unwrap());
+    }
+    let published = published_at_stats.last().unwrap() - published_at_stats[0];
+    let got = received_at_stats.last().unwrap() - received_at_stats[0];
+    eprintln!("well-behaved client received {got} of {published} frames published meanwhile");
+    assert!(published >= 30, "too few frames to judge: {published}");
+    assert_eq!(got, published, "the well-behaved client missed frames");
+    // Every misbehaving connection is gone again: no descriptor leaked.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fds(pid) > baseline && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = read_msg(&mut active);
+    }
+    assert!(fds(pid) <= baseline, "descriptors: {} now, {baseline} before the churn", fds(pid));
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Over a thousand connects and leaves, a few dozen log lines and a summary.
+    let per_client = err.lines().filter(|l| l.contains(" connected (") || l.contains(" left (")).count();
+    assert!(per_client <= 60, "{per_client} per-client log lines");
+    assert!(err.contains("were not logged"), "no summary of the lines left out: {err}");
 }
 
 #[test]
