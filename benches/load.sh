@@ -10,7 +10,8 @@
 # Environment: JETDETECT (default target/release/jetdetect), CONFIG (configs/demo.toml, the
 # pure-Rust engine; configs/demo-onnxruntime.toml for ONNX Runtime), FRAMES (300), CLIENTS (50),
 # SOURCE (synthetic 640x480 YUYV at 30 fps), OUT (where the JSON goes; a temporary folder).
-# Exits 1 when a target is missed.
+# Exits 1 when a target is missed; with STRICT=0 (CI, on shared runners) only a lost message
+# fails, and the rate targets are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${JETDETECT:-target/release/jetdetect}
@@ -31,8 +32,9 @@ say "$CLIENTS reading clients + 1 stalled"
     --stalled 1 --json "$@" \
     >"$OUT/many.json"
 
-python3 - "$OUT/one.json" "$OUT/many.json" <<'PYEOF'
-import json, sys
+STRICT=${STRICT:-1} python3 - "$OUT/one.json" "$OUT/many.json" <<'PYEOF'
+import json, os, sys
+strict = os.environ["STRICT"] != "0"
 one, many = (json.load(open(p)) for p in sys.argv[1:3])
 
 def e2e(r):
@@ -54,7 +56,7 @@ checks = [
 for name, v, limit in checks:
     ok = v >= limit
     print(f"  target: {name}: {v:.3f} {'PASS' if ok else 'MISS'}")
-    if not ok:
+    if not ok and strict:
         failed.append(name)
 # Every active client saw every published frame (plus hello and stats lines).
 short = [n for n in many["client_lines"] if n < many["frames"]]

@@ -104,9 +104,10 @@ impl ClientLog {
         if self.suppressed > 0 {
             log::warn!(
                 "{} more client connect/leave/drop messages in the last {:.0} s were not logged \
-                 (a client reconnecting in a loop?)",
+                 (at most {CLIENT_LOG_BURST} per {} s)",
                 self.suppressed,
-                age.as_secs_f64()
+                age.as_secs_f64(),
+                CLIENT_LOG_WINDOW.as_secs()
             );
         }
         (self.window, self.lines, self.suppressed) = (Instant::now(), 0, 0);
