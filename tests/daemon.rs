@@ -277,22 +277,7 @@ fn a_client_that_never_reads_does_not_slow_the_others() {
     let start = Instant::now();
     // Between two stats messages the active client must receive exactly the
     // detections messages the daemon published in between: none skipped.
-    let mut published_at_stats = Vec::new();
-    let mut received_since_first_stats = 0u64;
-    let mut received_at_stats = Vec::new();
-    while start.elapsed() < Duration::from_secs(6) {
-        let v = read_msg(&mut active);
-        match v["type"].as_str().unwrap() {
-            "detections" if !published_at_stats.is_empty() => received_since_first_stats += 1,
-            "stats" => {
-                published_at_stats.push(v["frames"]["published"].as_u64().unwrap());
-                received_at_stats.push(received_since_first_stats);
-            }
-            _ => {}
-        }
-    }
-    let published = published_at_stats.last().unwrap() - published_at_stats[0];
-    let received = received_at_stats.last().unwrap() - received_at_stats[0];
+    let (published, received) = frames_between_stats(&mut active, start + Duration::from_secs(6));
     eprintln!("active client received {received} of {published} frames published meanwhile");
     assert!(published >= 10, "too few frames to judge: {published}");
     assert_eq!(received, published, "the active client missed frames");
@@ -300,6 +285,31 @@ fn a_client_that_never_reads_does_not_slow_the_others() {
     let (code, err) = d.wait(Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("stopped reading"), "the stalled client was dropped and logged: {err}");
+}
+
+/// Reads `client` until `until`, checking each message's schema, and returns
+/// `(published, received)`: the frames the daemon's stats say it published
+/// between the first and the last stats message read, and the detections
+/// messages this client received in that span.
+fn frames_between_stats(client: &mut BufReader<UnixStream>, until: Instant) -> (u64, u64) {
+    let (mut published_at_stats, mut received_at_stats, mut received) = (Vec::new(), Vec::new(), 0u64);
+    while Instant::now() < until {
+        let v = read_msg(client);
+        check_schema(&v);
+        match v["type"].as_str().unwrap() {
+            "detections" if !published_at_stats.is_empty() => received += 1,
+            "stats" => {
+                published_at_stats.push(v["frames"]["published"].as_u64().unwrap());
+                received_at_stats.push(received);
+            }
+            _ => {}
+        }
+    }
+    assert!(published_at_stats.len() >= 2, "fewer than two stats messages before the deadline");
+    (
+        published_at_stats.last().unwrap() - published_at_stats[0],
+        received_at_stats.last().unwrap() - received_at_stats[0],
+    )
 }
 
 /// Open descriptors of process `pid`.
@@ -370,26 +380,11 @@ fn misbehaving_clients_do_not_disturb_the_others() {
     }));
 
     // Meanwhile the well-behaved client gets every frame published between two stats messages.
-    let start = Instant::now();
-    let (mut published_at_stats, mut received_at_stats, mut received) = (Vec::new(), Vec::new(), 0u64);
-    while start.elapsed() < Duration::from_secs(8) {
-        let v = read_msg(&mut active);
-        check_schema(&v);
-        match v["type"].as_str().unwrap() {
-            "detections" if !published_at_stats.is_empty() => received += 1,
-            "stats" => {
-                published_at_stats.push(v["frames"]["published"].as_u64().unwrap());
-                received_at_stats.push(received);
-            }
-            _ => {}
-        }
-    }
+    let (published, got) = frames_between_stats(&mut active, Instant::now() + Duration::from_secs(8));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in misbehaving {
         eprintln!("{}", t.join().unwrap());
     }
-    let published = published_at_stats.last().unwrap() - published_at_stats[0];
-    let got = received_at_stats.last().unwrap() - received_at_stats[0];
     eprintln!("well-behaved client received {got} of {published} frames published meanwhile");
     assert!(published >= 30, "too few frames to judge: {published}");
     assert_eq!(got, published, "the well-behaved client missed frames");
