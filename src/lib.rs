@@ -21,6 +21,7 @@ pub mod detector;
 pub mod engine;
 pub mod error;
 pub mod eval;
+pub mod fault;
 pub mod frame;
 pub mod output;
 pub mod pipeline;

@@ -486,12 +486,7 @@ fn cmd_run(
     let text = std::fs::read_to_string(config).unwrap_or_default();
     cfg.validate(&text, config)?;
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        // A second signal while stopping exits at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
-            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
-            .map_err(|e| Error::Other(format!("cannot install signal handlers: {e}")))?;
-    }
+    watch_signals(stop.clone())?;
     let mut options = RunOptions::default();
     if echo {
         options.on_message = Some(Box::new(|line: &[u8], _| {
@@ -502,6 +497,33 @@ fn cmd_run(
     }
     pipeline::run(&cfg, options, stop)?;
     Ok(true)
+}
+
+/// SIGTERM and SIGINT stop the daemon cleanly (clients get a `bye`, clocks are
+/// restored). A second one while it stops restores the clocks and exits at once.
+fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| Error::Other(format!("cannot install signal handlers: {e}")))?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut received = 0;
+            for sig in signals.forever() {
+                let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                received += 1;
+                if received == 1 {
+                    log::info!("{name}: stopping (send it again to exit at once)");
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                } else {
+                    log::warn!("{name} again: restoring clocks and exiting now");
+                    jetdetect::power::session::restore_active();
+                    std::process::exit(128 + sig);
+                }
+            }
+        })
+        .map_err(|e| Error::Other(format!("cannot start the signal thread: {e}")))?;
+    Ok(())
 }
 
 fn cmd_watch(

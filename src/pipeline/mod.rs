@@ -86,6 +86,70 @@ struct Shared {
 /// How many frames a source error is logged once per (they repeat while a camera is away).
 const FAULT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The model file as it was when the engine loaded it. The engine runs from memory,
+/// so a file truncated, rewritten or replaced afterwards changes nothing until the
+/// next start; a change is logged once, so that nobody is surprised by what runs.
+struct ModelFile {
+    path: std::path::PathBuf,
+    seen: Option<(u64, u64, u64, i64, i64)>,
+}
+
+impl ModelFile {
+    fn new(path: &std::path::Path) -> ModelFile {
+        ModelFile { path: path.to_path_buf(), seen: Self::identity(path) }
+    }
+
+    fn identity(path: &std::path::Path) -> Option<(u64, u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+    }
+
+    fn check(&mut self) {
+        let now = Self::identity(&self.path);
+        if now != self.seen {
+            let what = match (&self.seen, &now) {
+                (_, None) => "was removed".to_string(),
+                (Some(a), Some(b)) if (a.0, a.1) != (b.0, b.1) => format!("was replaced ({} bytes now)", b.2),
+                (_, Some(b)) => format!("was modified ({} bytes now)", b.2),
+            };
+            log::warn!(
+                "{}: the model file {what} since it was loaded; the engine keeps running the model \
+                 loaded at start: restart jetdetect to load the new file",
+                self.path.display()
+            );
+            self.seen = now;
+        }
+    }
+}
+
+/// Held by each pipeline thread: if the thread panics, the others are told to stop
+/// (the slot closes, the stop flag is set), so the daemon exits instead of hanging
+/// with one stage gone. The panic hook has already put the clocks back.
+struct PanicGuard {
+    stage: &'static str,
+    slot: Arc<LatestSlot<Frame>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            log::error!("the {} thread panicked: stopping the pipeline", self.stage);
+            self.stop.store(true, Ordering::Relaxed);
+            self.slot.close();
+        }
+    }
+}
+
+/// The message of a thread's panic.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
 fn capture_loop(
     mut src: Box<dyn FrameSource>,
     slot: Arc<LatestSlot<Frame>>,
@@ -109,7 +173,8 @@ fn capture_loop(
                     set_fault(None);
                     last_log = None;
                 }
-                shared.captured.fetch_add(1, Ordering::Relaxed);
+                let n = shared.captured.fetch_add(1, Ordering::Relaxed) + 1;
+                crate::fault::stage("capture", n);
                 frame = slot.put(frame).unwrap_or_else(Frame::empty);
             }
             Ok(false) => {
@@ -151,6 +216,7 @@ fn inference_loop(
             Taken::Closed => break,
         };
         let start = Instant::now();
+        crate::fault::stage("inference", shared.processed.load(Ordering::Relaxed) + 1);
         match detector.detect(&frame) {
             Ok(dets) => {
                 let mut r = recycled.try_recv().unwrap_or_default();
@@ -225,6 +291,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     };
     let src = source::open_with(&config.source.uri, &config.source.controls)?;
     log::info!("source: {}", src.describe());
+    let mut model_file = ModelFile::new(&config.model.path);
     let mut detector = Detector::from_config(config)?;
     let (iw, ih) = detector.engine().input_size();
     log::info!(
@@ -276,14 +343,20 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
         std::thread::Builder::new()
             .name("capture".into())
-            .spawn(move || capture_loop(src, slot, shared, stop))
+            .spawn(move || {
+                let _guard = PanicGuard { stage: "capture", slot: slot.clone(), stop: stop.clone() };
+                capture_loop(src, slot, shared, stop)
+            })
             .map_err(|e| Error::Other(format!("cannot start the capture thread: {e}")))?
     };
     let inference = {
-        let (slot, shared) = (slot.clone(), shared.clone());
+        let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
         std::thread::Builder::new()
             .name("inference".into())
-            .spawn(move || inference_loop(detector, slot, report_tx, recycle_rx, shared))
+            .spawn(move || {
+                let _guard = PanicGuard { stage: "inference", slot: slot.clone(), stop };
+                inference_loop(detector, slot, report_tx, recycle_rx, shared)
+            })
             .map_err(|e| Error::Other(format!("cannot start the inference thread: {e}")))?
     };
 
@@ -317,6 +390,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 protocol::write_detections(&mut line, &report, &names, now, slot.dropped());
                 server.broadcast(&line);
                 published += 1;
+                crate::fault::stage("publish", published);
                 let mut us = report.stage_us(now);
                 us[4] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
                 window.record(us);
@@ -345,6 +419,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
             }
         }
         if last_stats.elapsed() >= interval {
+            model_file.check();
             let secs = last_stats.elapsed().as_secs_f64();
             let now_counts = counters(published);
             let delta = FrameCounters {
@@ -398,14 +473,21 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     if !stopping_sent {
         notifier.send("STOPPING=1");
     }
-    let _ = capture.join();
-    let _ = inference.join();
+    let mut panicked = None;
+    for (stage, thread) in [("capture", capture), ("inference", inference)] {
+        if let Err(payload) = thread.join() {
+            panicked
+                .get_or_insert(format!("the {stage} thread panicked: {}", panic_message(payload.as_ref())));
+        }
+    }
     telemetry_stop.store(true, Ordering::Relaxed);
     let _ = telemetry_thread.join();
     total.merge(&window);
     let seconds = started.elapsed().as_secs_f64();
     let frames = counters(published);
-    let reason = if reached(published) {
+    let reason = if let Some(p) = &panicked {
+        p.clone()
+    } else if reached(published) {
         "frame count reached".to_string()
     } else if stop.load(Ordering::Relaxed) {
         "signal".to_string()
@@ -437,6 +519,11 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         print_summary(&frames, &total, seconds, &reason);
     }
     drop(power);
+    if let Some(p) = panicked {
+        return Err(Error::Other(format!(
+            "{p}; clocks were restored; exiting with an error so that the service manager restarts jetdetect"
+        )));
+    }
     Ok(RunSummary { frames, reason, seconds, latency: total, engine: engine_described, preprocessing })
 }
 

@@ -68,7 +68,8 @@ pub fn write_value(allowed: &[PathBuf], path: &Path, value: &str) -> Result<(), 
         )));
     }
     // sysfs ignores the newline; trees that stand for sysfs keep its form.
-    std::fs::write(path, format!("{value}\n"))
+    crate::fault::sysfs_write(path)
+        .map_or_else(|| std::fs::write(path, format!("{value}\n")), Err)
         .map_err(|e| PowerError(format!("{}: cannot write '{value}': {}", path.display(), explain(&e))))
 }
 

@@ -53,7 +53,14 @@ pub struct PowerConfig {
     pub state_file: PathBuf,
     /// Telemetry sampling period while the daemon runs, in ms (100..=10000).
     pub telemetry_ms: u64,
+    /// What the daemon does when the profile cannot be applied (a clock file refuses
+    /// the write, the state file cannot be saved): `continue` with the clocks as they
+    /// are (logged, and telemetry shows them unpinned), or `exit` with an error.
+    pub on_failure: String,
 }
+
+/// `[power] on_failure` values.
+pub const ON_FAILURE: [&str; 2] = ["continue", "exit"];
 
 impl Default for PowerConfig {
     fn default() -> Self {
@@ -70,6 +77,7 @@ impl Default for PowerConfig {
             root: PathBuf::from("/"),
             state_file: PathBuf::from("/var/lib/jetdetect/clocks.state"),
             telemetry_ms: 1000,
+            on_failure: "continue".into(),
         }
     }
 }
@@ -239,6 +247,12 @@ pub fn validate(config: &PowerConfig) -> Result<(), (&'static str, String)> {
                 format!("'{g}' is not a governor name (e.g. performance, schedutil)"),
             ));
         }
+    }
+    if !ON_FAILURE.contains(&config.on_failure.as_str()) {
+        return Err((
+            "on_failure",
+            format!("'{}' is not allowed: use {}", config.on_failure, ON_FAILURE.join(" or ")),
+        ));
     }
     if config.state_file.as_os_str().is_empty() {
         return Err(("state_file", "must not be empty".into()));

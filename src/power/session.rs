@@ -37,16 +37,9 @@ impl PowerSession {
         let discovered = Discovered::scan(&config.root);
         log::info!("board: {board}");
         let state = StateFile::new(&config.state_file);
-        if state.exists() {
-            log::warn!(
-                "{}: clocks from an unclean exit are still changed: restoring them first",
-                state.path.display()
-            );
-            let n = state.restore(&config.root, &discovered)?;
-            log::info!("restored {n} clock values");
-        }
+        // Checked before anything is touched: a profile or mode that cannot be planned is a
+        // configuration mistake, and always an error.
         let writes = plan(config, &discovered)?;
-        let mut session = PowerSession { board, discovered, applied: false };
         let nv = match &config.nvpmodel {
             Some(wanted) => {
                 let nv = Nvpmodel::find(&config.root).ok_or_else(|| {
@@ -59,6 +52,34 @@ impl PowerSession {
             }
             None => None,
         };
+        let mut session = PowerSession { board, discovered, applied: false };
+        // From here on the system may refuse (a busy or read-only clock file, a full or
+        // read-only state directory): `on_failure` decides whether to run on unpinned.
+        let keep_going = |e: PowerError| -> Result<(), PowerError> {
+            if config.on_failure == "continue" {
+                log::error!(
+                    "[power] profile '{}' not applied: {e}; running with the clocks as they are \
+                     ([power] on_failure = \"exit\" makes this fatal)",
+                    config.profile
+                );
+                Ok(())
+            } else {
+                Err(e)
+            }
+        };
+        if state.exists() {
+            log::warn!(
+                "{}: clocks from an unclean exit are still changed: restoring them first",
+                state.path.display()
+            );
+            match state.restore(&config.root, &session.discovered) {
+                Ok(n) => log::info!("restored {n} clock values"),
+                Err(e) => {
+                    keep_going(e)?;
+                    return Ok(session);
+                }
+            }
+        }
         if writes.is_empty() && nv.is_none() {
             return Ok(session);
         }
@@ -70,13 +91,21 @@ impl PowerSession {
         *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((state.clone(), config.root.clone(), session.discovered.clone()));
         install_panic_hook();
-        let result = apply_with_mode(
+        let result = match apply_with_mode(
             &config.root,
             &session.discovered,
             nv.as_ref().map(|(n, m)| (n, m.clone())),
             &writes,
             &state,
-        )?;
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                // apply_with_mode has undone its writes; nothing is left to restore.
+                *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                keep_going(e)?;
+                return Ok(session);
+            }
+        };
         if let Some(r) = &result.reboot_needed {
             log::warn!("{r}");
         }
@@ -89,6 +118,11 @@ impl PowerSession {
             );
         }
         Ok(session)
+    }
+
+    /// True when the profile was applied (and will be restored).
+    pub fn applied(&self) -> bool {
+        self.applied
     }
 }
 
