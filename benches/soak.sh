@@ -1,5 +1,16 @@
 #!/usr/bin/env bash
-# Runs the daemon's pipeline for many frames (10 000 by default) and checks that the
+# Two soaks.
+#
+# DURATION set (e.g. DURATION=8h, 10m, 90s): the long soak. `jetdetect run` with CONFIG
+# (default configs/demo.toml) on SOURCE (default a 30 fps 640x480 YUYV synthetic camera) for
+# that long, one client reading every message; RSS and descriptors sampled from /proc, FPS
+# and end-to-end p99 from every `stats` message. Fails when RSS grows by more than
+# RSS_SLACK_KIB (4096), descriptors grow, FPS falls by more than FPS_DROP_PCT (10) or p99 grows
+# by more than P99_GROWTH_PCT (50) between the first and last quarter, or a message is lost.
+# Every sample goes to SAMPLES (CSV, default /tmp/jetdetect-soak.csv). See benches/soak_daemon.py.
+#   DURATION=8h benches/soak.sh
+#
+# Otherwise: runs the daemon's pipeline for many frames (10 000 by default) and checks that the
 # process's resident memory and open file descriptors stay flat: RSS may not grow by more
 # than RSS_SLACK_KIB (default 4096) between the first sample after warm-up and the end, and
 # the descriptor count must end where it started. One client reads the socket throughout.
@@ -13,6 +24,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${JETDETECT:-target/release/jetdetect}
+if [ -n "${DURATION:-}" ]; then
+    [ -x "$BIN" ] || { echo "soak: $BIN: not built (cargo build --release, or set JETDETECT)" >&2; exit 1; }
+    exec python3 benches/soak_daemon.py "$BIN" "${CONFIG:-configs/demo.toml}" \
+        "${SOURCE:-synthetic://?width=640&height=480&fps=30&format=yuyv&seed=21&objects=6}" "$DURATION"
+fi
 FRAMES=${FRAMES:-10000}
 SOURCE=${SOURCE:-synthetic://?width=640&height=480&fps=0&format=yuyv&seed=21&objects=6}
 SLACK=${RSS_SLACK_KIB:-4096}
