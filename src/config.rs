@@ -232,6 +232,19 @@ fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// The first symbolic link on the way from `dir` to `path`, when `path` lies under `dir`.
+fn link_inside(dir: &Path, path: &Path) -> Option<PathBuf> {
+    let rest = path.strip_prefix(dir).ok()?;
+    let mut p = dir.to_path_buf();
+    for c in rest.components() {
+        p.push(c);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(p);
+        }
+    }
+    None
+}
+
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -240,7 +253,47 @@ impl Config {
             line: None,
             message: format!("cannot read the config file: {e}"),
         })?;
-        Config::parse(&text, path)
+        let config = Config::parse(&text, path)?;
+        config.check_links(path, &text)?;
+        Ok(config)
+    }
+
+    /// Refuses files reached through a symbolic link inside the clock state directory
+    /// (the parent of `[power] state_file`). That directory is the one the service may
+    /// write, so a link planted there must not decide which config, model, class names or
+    /// ONNX Runtime library (code, run as root) the daemon loads. Files that really are
+    /// there are fine.
+    pub fn check_links(&self, path: &Path, text: &str) -> Result<(), ConfigError> {
+        let Some(dir) = self.power.state_file.parent().filter(|d| !d.as_os_str().is_empty()) else {
+            return Ok(());
+        };
+        let mut files = vec![("", "", path), ("model", "path", self.model.path.as_path())];
+        if let Some(n) = &self.model.names {
+            files.push(("model", "names", n));
+        }
+        if !self.engine.library.as_os_str().is_empty() {
+            files.push(("engine", "library", &self.engine.library));
+        }
+        for (section, key, file) in files {
+            if let Some(link) = link_inside(dir, file) {
+                let (what, fix) = if key.is_empty() {
+                    ("the config file".to_string(), "give the config's real path".to_string())
+                } else {
+                    (format!("[{section}] {key}"), format!("point [{section}] {key} at the link's target"))
+                };
+                return Err(ConfigError {
+                    file: path.to_path_buf(),
+                    line: if key.is_empty() { None } else { locate(text, section, key) },
+                    message: format!(
+                        "{what}: {} is a symbolic link inside the state directory {} (writable by the \
+                         service): jetdetect does not follow links there; put the file itself there, or {fix}",
+                        link.display(),
+                        dir.display()
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Parses and validates TOML `text` that came from `path` (used for
@@ -563,5 +616,56 @@ mod tests {
         let c = parse("[detect]\nconfidence = 0.4\n").unwrap();
         let again: Config = toml::from_str(&c.to_toml()).unwrap();
         assert_eq!(c, again);
+    }
+
+    #[test]
+    fn links_inside_the_state_directory_are_not_followed() {
+        use std::os::unix::fs::symlink;
+        let d = std::env::temp_dir().join(format!("jd-config-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let state = d.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let real = d.join("models/m.onnx");
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        std::fs::write(&real, b"model").unwrap();
+        let write = |name: &str, model: &Path, extra: &str| {
+            let p = d.join(name);
+            std::fs::write(
+                &p,
+                format!(
+                    "[model]\npath = \"{}\"\n{extra}[power]\nstate_file = \"{}\"\n",
+                    model.display(),
+                    state.join("clocks.state").display()
+                ),
+            )
+            .unwrap();
+            p
+        };
+        // A real file outside, a link outside (a "current" model link): fine.
+        Config::load(&write("a.toml", &real, "")).unwrap();
+        symlink(&real, d.join("current.onnx")).unwrap();
+        Config::load(&write("b.toml", &d.join("current.onnx"), "")).unwrap();
+        // A real file inside the state directory: fine.
+        std::fs::copy(&real, state.join("real.onnx")).unwrap();
+        Config::load(&write("c.toml", &state.join("real.onnx"), "")).unwrap();
+        // A link planted in the state directory: refused, naming the key, the link and its line.
+        symlink(&real, state.join("m.onnx")).unwrap();
+        let e = Config::load(&write("d.toml", &state.join("m.onnx"), "")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        let m = e.to_string();
+        assert!(m.contains("[model] path") && m.contains("m.onnx is a symbolic link inside the state directory"), "{m}");
+        // A linked folder on the way counts too, and so do the names file and the library.
+        symlink(real.parent().unwrap(), state.join("models")).unwrap();
+        let e = Config::load(&write("e.toml", &state.join("models/m.onnx"), "")).unwrap_err().to_string();
+        assert!(e.contains(&format!("{} is a symbolic link", state.join("models").display())), "{e}");
+        let lib = format!("[engine]\nlibrary = \"{}\"\n", state.join("m.onnx").display());
+        let e = Config::load(&write("f.toml", &real, &lib)).unwrap_err().to_string();
+        assert!(e.contains("[engine] library"), "{e}");
+        // The config file itself, reached through a link in the state directory.
+        let cfg = write("g.toml", &real, "");
+        symlink(&cfg, state.join("jd.toml")).unwrap();
+        let e = Config::load(&state.join("jd.toml")).unwrap_err().to_string();
+        assert!(e.contains("the config file") && e.contains("jd.toml is a symbolic link"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

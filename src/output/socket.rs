@@ -416,4 +416,69 @@ mod tests {
         let e = SocketServer::bind(&tmp("grp"), Some("no-such-group-jd"), 1024).err().unwrap().to_string();
         assert!(e.contains("group 'no-such-group-jd' does not exist"), "{e}");
     }
+
+    /// `[output] socket_group`: the socket belongs to that group with mode 0660; a member
+    /// of the group can connect, another unprivileged user cannot. The connect checks run
+    /// as root only (setpriv switches to nobody), which CI is.
+    #[test]
+    fn the_socket_group_lets_its_members_in_and_no_one_else() {
+        use std::os::unix::fs::MetadataExt as _;
+        let is_root = unsafe { libc::geteuid() } == 0;
+        let group = "daemon"; // gid 1 on Debian, Ubuntu and L4T
+        let Ok(gid) = group_id(group) else { return };
+        let p = tmp("group");
+        let s = SocketServer::bind(&p, Some(group), 1024);
+        if !is_root {
+            // Not root and not in the group: chown is refused, and said so.
+            if let Err(e) = s {
+                assert!(e.to_string().contains("cannot give the socket to group daemon"), "{e}");
+            }
+            return;
+        }
+        let s = s.unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!((meta.gid(), meta.mode() & 0o777), (gid, 0o660));
+        // Traversable parents, so only the socket's own mode decides.
+        for d in [p.parent().unwrap(), p.parent().unwrap().parent().unwrap()] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        // A child drops to nobody (with or without the group) and connects: only raw,
+        // async-signal-safe system calls between fork and _exit.
+        let path = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let connect_as = |groups: &[libc::gid_t]| -> i32 {
+            let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, s) in addr.sun_path.iter_mut().zip(path.as_bytes()) {
+                *d = *s as libc::c_char;
+            }
+            // SAFETY: the child only makes system calls and exits.
+            unsafe {
+                match libc::fork() {
+                    0 => {
+                        let ok = libc::setgroups(groups.len(), groups.as_ptr()) == 0
+                            && libc::setgid(65534) == 0
+                            && libc::setuid(65534) == 0;
+                        if !ok {
+                            libc::_exit(100);
+                        }
+                        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                        let r = libc::connect(
+                            fd,
+                            &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+                        );
+                        libc::_exit(if r == 0 { 0 } else { *libc::__errno_location() });
+                    }
+                    pid => {
+                        let mut status = 0;
+                        libc::waitpid(pid, &mut status, 0);
+                        libc::WEXITSTATUS(status)
+                    }
+                }
+            }
+        };
+        assert_eq!(connect_as(&[gid]), 0, "a member of the group connects");
+        assert_eq!(connect_as(&[]), libc::EACCES, "anyone else is refused");
+        drop(s);
+    }
 }
