@@ -536,3 +536,50 @@ fn a_model_file_truncated_or_replaced_while_running_changes_nothing_and_is_logge
     assert!(err.contains("restart jetdetect to load the new file"), "{err}");
     let _ = std::fs::remove_dir_all(tree.parent().unwrap());
 }
+
+#[test]
+fn a_truncated_raw_file_is_played_to_its_last_whole_frame_and_said_so() {
+    let (tree, run) = copy("nano-jp4", "rawfile");
+    let (w, h) = (64u32, 48u32);
+    let frame_len = (w * h * 2) as usize; // YUYV
+    let clip = run.join("clip.yuv");
+    // Two whole frames and a third cut short (a recording interrupted, a copy not finished).
+    std::fs::write(&clip, vec![0x80u8; 2 * frame_len + frame_len / 3]).unwrap();
+    let cfg = run.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[source]\nuri = \"file://{}?width={w}&height={h}&format=yuyv\"\n[model]\npath = \"{}\"\n\
+             [output]\nsocket = \"d.sock\"\n",
+            clip.display(),
+            default_model().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "2 whole {w}x{h} yuyv frames and {} trailing bytes, which are ignored",
+            frame_len / 3
+        )),
+        "{err}"
+    );
+    // An unpaced file source runs at disk speed, and the newest frame wins: a frame may be dropped.
+    assert!(err.contains("stopped (end of source)") && err.contains(": 2 captured,"), "{err}");
+    assert!(err.contains("last frame is truncated (2048 of 6144 bytes) and was skipped"), "{err}");
+    // A file shorter than one frame is refused at start, naming it.
+    std::fs::write(&clip, vec![0x80u8; frame_len - 1]).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_jetdetect")).args(["run", "--config"]).arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&clip.display().to_string()) && !err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(tree.parent().unwrap());
+}
