@@ -1,0 +1,51 @@
+//! YOLO decoding of arbitrary tensors (any bit pattern: NaN, infinities,
+//! subnormals), layouts, letterboxes and thresholds. Every detection must be
+//! finite, inside the frame, above the threshold, of a known class, and there
+//! are at most `max_detections`.
+#![no_main]
+
+use jetdetect::preprocess::Letterbox;
+use jetdetect::yolo::{DecodeOptions, Decoder, Layout};
+use libfuzzer_sys::fuzz_target;
+
+fn u16_at(d: &[u8], i: usize) -> u32 {
+    u16::from_le_bytes([d[i], d[i + 1]]) as u32
+}
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 16 {
+        return;
+    }
+    let (head, body) = data.split_at(16);
+    let v8 = head[0] & 1 == 0;
+    let classes = 1 + (head[1] % 8) as usize;
+    let lb = Letterbox::new(
+        1 + u16_at(head, 2) % 4096,
+        1 + u16_at(head, 4) % 4096,
+        1 + u16_at(head, 6) % 1280,
+        1 + u16_at(head, 8) % 1280,
+    );
+    let confidence = head[10] as f32 / 255.0;
+    let iou = head[11] as f32 / 255.0;
+    let max_detections = 1 + head[12] as usize % 300;
+    let values: Vec<f32> =
+        body.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let per_anchor = if v8 { 4 + classes } else { 5 + classes };
+    let anchors = values.len() / per_anchor;
+    if anchors == 0 {
+        return;
+    }
+    let layout = if v8 { Layout::V8 { anchors, classes } } else { Layout::V5 { anchors, classes } };
+    let options = DecodeOptions { confidence, iou, max_detections, ..DecodeOptions::default() };
+    let mut decoder = Decoder::new(layout, options);
+    let mut out = Vec::new();
+    decoder.decode(&values[..anchors * per_anchor], &lb, &mut out);
+    assert!(out.len() <= max_detections);
+    for d in &out {
+        assert!(d.class_id < classes, "{d:?}");
+        assert!(d.score.is_finite() && d.score > confidence, "{d:?}");
+        for (v, hi) in [(d.x1, lb.src_w), (d.x2, lb.src_w), (d.y1, lb.src_h), (d.y2, lb.src_h)] {
+            assert!(v.is_finite() && (0.0..=hi as f32).contains(&v), "{d:?} in {lb:?}");
+        }
+    }
+});
