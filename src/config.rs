@@ -653,7 +653,10 @@ mod tests {
         let e = Config::load(&write("d.toml", &state.join("m.onnx"), "")).unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
         let m = e.to_string();
-        assert!(m.contains("[model] path") && m.contains("m.onnx is a symbolic link inside the state directory"), "{m}");
+        assert!(
+            m.contains("[model] path") && m.contains("m.onnx is a symbolic link inside the state directory"),
+            "{m}"
+        );
         // A linked folder on the way counts too, and so do the names file and the library.
         symlink(real.parent().unwrap(), state.join("models")).unwrap();
         let e = Config::load(&write("e.toml", &state.join("models/m.onnx"), "")).unwrap_err().to_string();
