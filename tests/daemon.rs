@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jetdetect::eval::{match_frame, Counts};
@@ -12,9 +12,9 @@ use jetdetect::frame::GroundTruth;
 use jetdetect::yolo::Detection;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+
+use common::{repo as root, Daemon};
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jd-daemon-{}-{name}", std::process::id()));
@@ -37,73 +37,9 @@ fn config(dir: &Path, source: &str, extra: &str) -> PathBuf {
     p
 }
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    /// Everything the daemon wrote to stderr: drained as it comes, so a chatty
-    /// daemon never blocks on a full pipe.
-    stderr: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Daemon {
-    fn start(dir: &Path, source: &str, extra: &str, env: &[(&str, &str)]) -> Daemon {
-        let cfg = config(dir, source, extra);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_jetdetect"));
-        cmd.args(["run", "--config", cfg.to_str().unwrap()])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let mut pipe = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        });
-        let socket = dir.join("d.sock");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "the daemon did not open {} in time", socket.display());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Daemon { child, socket, stderr: Some(stderr) }
-    }
-
-    fn connect(&self) -> BufReader<UnixStream> {
-        let s = UnixStream::connect(&self.socket).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        BufReader::new(s)
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
-    }
-
-    /// Waits for exit; returns (status code, stderr).
-    fn wait(mut self, limit: Duration) -> (Option<i32>, String) {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let err = self.stderr.take().map(|t| t.join().unwrap()).unwrap_or_default();
-                return (status.code(), err);
-            }
-            if Instant::now() > deadline {
-                self.child.kill().unwrap();
-                panic!("the daemon did not exit within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
+/// `jetdetect run` on `source`, publishing on `dir/d.sock`.
+fn start(dir: &Path, source: &str, extra: &str, env: &[(&str, &str)]) -> Daemon {
+    Daemon::start(&config(dir, source, extra), env)
 }
 
 fn read_msg(r: &mut BufReader<UnixStream>) -> Value {
@@ -212,12 +148,7 @@ fn truth_of(v: &Value) -> Vec<GroundTruth> {
 #[test]
 fn clients_get_valid_messages_that_match_the_ground_truth_and_sigterm_stops_cleanly() {
     let dir = tmpdir("main");
-    let d = Daemon::start(
-        &dir,
-        "synthetic://?width=640&height=480&fps=30&format=yuyv&seed=13&objects=5",
-        "",
-        &[],
-    );
+    let d = start(&dir, "synthetic://?width=640&height=480&fps=30&format=yuyv&seed=13&objects=5", "", &[]);
     let mut clients: Vec<_> = (0..3).map(|_| d.connect()).collect();
     let mut counts = Counts::default();
     let mut per_client = [0usize; 3];
@@ -266,7 +197,7 @@ fn clients_get_valid_messages_that_match_the_ground_truth_and_sigterm_stops_clea
 fn a_client_that_never_reads_does_not_slow_the_others() {
     let dir = tmpdir("stall");
     // Many objects make messages large, so the stalled client's buffers fill in about a second.
-    let d = Daemon::start(
+    let d = start(
         &dir,
         "synthetic://?width=320&height=240&fps=60&format=yuyv&seed=5&objects=16",
         "client_buffer_kib = 16\n",
@@ -321,8 +252,7 @@ fn fds(pid: u32) -> usize {
 fn misbehaving_clients_do_not_disturb_the_others() {
     use std::io::Write;
     let dir = tmpdir("misbehave");
-    let d =
-        Daemon::start(&dir, "synthetic://?width=320&height=240&fps=30&format=yuyv&seed=8&objects=6", "", &[]);
+    let d = start(&dir, "synthetic://?width=320&height=240&fps=30&format=yuyv&seed=8&objects=6", "", &[]);
     let pid = d.child.id();
     let mut active = d.connect();
     // Let the daemon settle, then take its descriptor count as the baseline.
@@ -409,12 +339,7 @@ fn misbehaving_clients_do_not_disturb_the_others() {
 fn frames_are_fresh_when_the_source_outruns_inference() {
     let dir = tmpdir("fresh");
     let fps = 120.0;
-    let d = Daemon::start(
-        &dir,
-        &format!("synthetic://?width=320&height=240&fps={fps}&format=yuyv&seed=2"),
-        "",
-        &[],
-    );
+    let d = start(&dir, &format!("synthetic://?width=320&height=240&fps={fps}&format=yuyv&seed=2"), "", &[]);
     let mut c = d.connect();
     let mut ages = Vec::new();
     let mut dropped = 0;
@@ -442,7 +367,7 @@ fn systemd_notify_protocol_ready_watchdog_stopping() {
     let notify = dir.join("notify.sock");
     let sock = UnixDatagram::bind(&notify).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let d = Daemon::start(
+    let d = start(
         &dir,
         "synthetic://?width=320&height=240&fps=30&format=yuyv",
         "",
@@ -492,7 +417,7 @@ fn systemd_notify_protocol_ready_watchdog_stopping() {
 #[test]
 fn the_run_ends_cleanly_at_the_end_of_a_finite_source() {
     let dir = tmpdir("finite");
-    let d = Daemon::start(&dir, "synthetic://?width=320&height=240&fps=0&format=nv12&frames=40", "", &[]);
+    let d = start(&dir, "synthetic://?width=320&height=240&fps=0&format=nv12&frames=40", "", &[]);
     let (code, err) = d.wait(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("stopped (end of source)") && err.contains("40 captured"), "{err}");
@@ -501,7 +426,7 @@ fn the_run_ends_cleanly_at_the_end_of_a_finite_source() {
 #[test]
 fn a_live_socket_is_not_stolen_and_bad_configs_fail_before_starting() {
     let dir = tmpdir("busy");
-    let d = Daemon::start(&dir, "synthetic://?width=320&height=240&fps=10", "", &[]);
+    let d = start(&dir, "synthetic://?width=320&height=240&fps=10", "", &[]);
     let cfg = config(&dir, "synthetic://?width=320&height=240&fps=10", "");
     let o = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
         .args(["run", "--config", cfg.to_str().unwrap()])
@@ -530,7 +455,7 @@ fn the_python_example_client_reads_the_stream() {
         return;
     }
     let dir = tmpdir("python");
-    let d = Daemon::start(&dir, "synthetic://?width=320&height=240&fps=15&format=yuyv&frames=60", "", &[]);
+    let d = start(&dir, "synthetic://?width=320&height=240&fps=15&format=yuyv&frames=60", "", &[]);
     let out = Command::new("python3").arg(root().join("examples/watch.py")).arg(&d.socket).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
@@ -546,7 +471,7 @@ fn the_python_example_client_reads_the_stream() {
 #[test]
 fn a_missing_camera_is_reported_on_the_socket_and_the_daemon_keeps_running() {
     let dir = tmpdir("nocam");
-    let d = Daemon::start(&dir, "v4l2:///dev/video-none-jd?timeout_ms=200", "", &[]);
+    let d = start(&dir, "v4l2:///dev/video-none-jd?timeout_ms=200", "", &[]);
     let mut c = d.connect();
     let mut state = None;
     while state.is_none() {

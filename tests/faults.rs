@@ -9,21 +9,21 @@
 //! injected with `JETDETECT_FAULT` (src/fault.rs); the rest are real (signals,
 //! tmpfs mounts in a private mount namespace, files rewritten on disk).
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{repo, snapshot, Daemon};
 
 use jetdetect::fault::{self, Fault};
 use jetdetect::power::{self, Discovered, PowerConfig, PowerSession, StateFile};
 use serde_json::Value;
 
 const BOARDS: [&str; 5] = ["nano-jp4", "xavier-nx-jp5", "orin-nano-jp6", "agx-orin-jp6", "agx-orin-jp7"];
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A private copy of a board's tree, and an empty run directory next to it.
 fn copy(board: &str, tag: &str) -> (PathBuf, PathBuf) {
@@ -42,28 +42,6 @@ fn copy(board: &str, tag: &str) -> (PathBuf, PathBuf) {
     let run = base.join("run");
     std::fs::create_dir_all(&run).unwrap();
     (tree, run)
-}
-
-/// Every file and symlink under `dir`, with contents / targets.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
-            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
-            if meta.file_type().is_symlink() {
-                out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
-            } else if meta.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The daemon's config: the `locked` profile on `tree`, state file `state`, model `model`.
@@ -86,81 +64,6 @@ fn write_config(run: &Path, tree: &Path, state: &Path, model: &Path, extra_power
 
 fn default_model() -> PathBuf {
     repo().join("models/obstacles-v8.onnx")
-}
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    stderr: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Daemon {
-    /// Starts `cmd` (a `jetdetect run`, possibly behind a wrapper) and waits for its socket.
-    fn spawn(mut cmd: Command, socket: PathBuf) -> Daemon {
-        cmd.env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut pipe = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        });
-        let mut d = Daemon { child, socket, stderr: Some(stderr) };
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while UnixStream::connect(&d.socket).is_err() {
-            if let Some(status) = d.child.try_wait().unwrap() {
-                let err = d.stderr.take().unwrap().join().unwrap();
-                panic!("the daemon exited ({status}) before opening its socket:\n{err}");
-            }
-            assert!(Instant::now() < deadline, "the daemon did not open {} in time", d.socket.display());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        d
-    }
-
-    fn start(cfg: &Path, env: &[(&str, String)]) -> Daemon {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_jetdetect"));
-        cmd.args(["run", "--config"]).arg(cfg);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Daemon::spawn(cmd, cfg.parent().unwrap().join("d.sock"))
-    }
-
-    fn connect(&self) -> BufReader<UnixStream> {
-        let s = UnixStream::connect(&self.socket).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        BufReader::new(s)
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
-    }
-
-    /// Waits for exit; returns (status code, signal, stderr).
-    fn wait(mut self, limit: Duration) -> (Option<i32>, Option<i32>, String) {
-        use std::os::unix::process::ExitStatusExt as _;
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let err = self.stderr.take().map(|t| t.join().unwrap()).unwrap_or_default();
-                return (status.code(), status.signal(), err);
-            }
-            if Instant::now() > deadline {
-                self.child.kill().unwrap();
-                let err = self.stderr.take().map(|t| t.join().unwrap()).unwrap_or_default();
-                panic!("the daemon did not exit within {limit:?} (a hang):\n{err}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
 }
 
 /// Reads messages until `n` detections messages have come; returns the last stats seen, if any.
@@ -219,10 +122,12 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
     let before = snapshot(&tree);
     let state = run.join("clocks.state");
     let cfg = write_config(&run, &tree, &state, &default_model(), "");
-    let env = match stop {
-        Stop::Panic(stage) => vec![("JETDETECT_FAULT", format!("panic:{stage}@4"))],
-        _ => vec![],
+    let fault = match stop {
+        Stop::Panic(stage) => format!("panic:{stage}@4"),
+        _ => String::new(),
     };
+    let env: Vec<(&str, &str)> =
+        if fault.is_empty() { vec![] } else { vec![("JETDETECT_FAULT", fault.as_str())] };
     let ctx = |what: &str, err: &str| format!("{board}, {stop:?}: {what}\n--- daemon stderr ---\n{err}");
     let d = Daemon::start(&cfg, &env);
     if snapshot(&tree) == before || !state.exists() {
@@ -237,13 +142,13 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
             if matches!(stop, Stop::TwoSigints) {
                 d.signal(s);
             }
-            d.wait(Duration::from_secs(20))
+            d.wait_signal(Duration::from_secs(20))
         }
-        Stop::Panic(_) => d.wait(Duration::from_secs(60)),
+        Stop::Panic(_) => d.wait_signal(Duration::from_secs(60)),
         Stop::Sigkill => {
             read_detections(&mut client, 2);
             d.signal(libc::SIGKILL);
-            let (code, sig, err) = d.wait(Duration::from_secs(20));
+            let (code, sig, err) = d.wait_signal(Duration::from_secs(20));
             if sig != Some(libc::SIGKILL) || !state.exists() || snapshot(&tree) == before {
                 return Err(ctx("SIGKILL should leave the clocks changed and the state file", &err));
             }
@@ -252,7 +157,7 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
             let d = Daemon::start(&cfg, &[]);
             read_detections(&mut d.connect(), 1);
             d.signal(libc::SIGTERM);
-            let (code2, _, err2) = d.wait(Duration::from_secs(20));
+            let (code2, _, err2) = d.wait_signal(Duration::from_secs(20));
             if code2 != Some(0) || !err2.contains("clocks from an unclean exit are still changed") {
                 return Err(ctx("the start after SIGKILL did not restore first", &err2));
             }
@@ -408,14 +313,15 @@ fn the_daemon_keeps_detecting_unpinned_when_a_clock_file_is_busy() {
     let disc = Discovered::scan(&tree);
     let gpu_min = disc.gpu.as_ref().unwrap().dir.join("min_freq");
     let cfg = write_config(&run, &tree, &state, &default_model(), "");
-    let d = Daemon::start(&cfg, &[("JETDETECT_FAULT", format!("sysfs-write:EBUSY@{}", gpu_min.display()))]);
+    let fault = format!("sysfs-write:EBUSY@{}", gpu_min.display());
+    let d = Daemon::start(&cfg, &[("JETDETECT_FAULT", &fault)]);
     let mut client = d.connect();
     read_detections(&mut client, 3);
     let stats = read_stats(&mut client);
     assert_eq!(stats["telemetry"]["pinned"], false, "{}", stats["telemetry"]);
     assert!(snapshot(&tree) == before && !state.exists());
     d.signal(libc::SIGTERM);
-    let (code, _, err) = d.wait(Duration::from_secs(20));
+    let (code, _, err) = d.wait_signal(Duration::from_secs(20));
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("[power] profile 'locked' not applied")
@@ -467,7 +373,7 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
         assert_eq!(read_stats(&mut client)["telemetry"]["pinned"], false);
         assert!(snapshot(&tree) == before, "{how}: a clock was changed without its original saved");
         d.signal(libc::SIGTERM);
-        let (code, _, err) = d.wait(Duration::from_secs(20));
+        let (code, _, err) = d.wait_signal(Duration::from_secs(20));
         assert_eq!(code, Some(0), "{how}: {err}");
         assert!(
             err.contains("not applied")
@@ -528,7 +434,7 @@ fn a_model_file_truncated_or_replaced_while_running_changes_nothing_and_is_logge
     let s = read_stats(&mut client);
     assert_eq!(s["frames"]["errors"], 0, "{s}");
     d.signal(libc::SIGTERM);
-    let (code, _, err) = d.wait(Duration::from_secs(20));
+    let (code, _, err) = d.wait_signal(Duration::from_secs(20));
     assert_eq!(code, Some(0), "{err}");
     let path = model.display().to_string();
     assert!(err.contains(&format!("{path}: the model file was modified (100 bytes now)")), "{err}");

@@ -2,9 +2,12 @@
 //! make_trees.py from the sysfs reference): apply, verify, restore byte for
 //! byte, stale-state recovery, SIGTERM/SIGKILL/panic, and bad trees.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::snapshot;
 use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, PowerConfig, PowerSession, StateFile};
 
 const BOARDS: [&str; 5] = ["nano-jp4", "xavier-nx-jp5", "orin-nano-jp6", "agx-orin-jp6", "agx-orin-jp7"];
@@ -20,28 +23,6 @@ fn copy(board: &str, tag: &str) -> PathBuf {
     let ok = Command::new("cp").arg("-a").arg(fixture(board)).arg(&dst).status().unwrap().success();
     assert!(ok);
     dst
-}
-
-/// Every file and symlink under `dir`, with contents / targets.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
-            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
-            if meta.file_type().is_symlink() {
-                out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
-            } else if meta.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn read(p: &Path) -> String {

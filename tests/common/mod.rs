@@ -1,0 +1,128 @@
+//! Helpers shared by the integration tests: the daemon as a child process (its
+//! stderr drained as it comes, so a chatty daemon never blocks on a full pipe),
+//! and snapshots of fixture trees to compare byte for byte.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::{BufReader, Read};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every file and symlink under `dir`, with contents / targets, sorted.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if meta.file_type().is_symlink() {
+                out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
+            } else if meta.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A running `jetdetect run`.
+pub struct Daemon {
+    /// The process.
+    pub child: Child,
+    /// Its socket.
+    pub socket: PathBuf,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Daemon {
+    /// Starts `cmd` (a `jetdetect run`, possibly behind a wrapper such as unshare) and
+    /// waits for `socket` to accept; panics with the daemon's stderr if it exits first.
+    pub fn spawn(mut cmd: Command, socket: PathBuf) -> Daemon {
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut pipe = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        });
+        let mut d = Daemon { child, socket, stderr: Some(stderr) };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while UnixStream::connect(&d.socket).is_err() {
+            if let Some(status) = d.child.try_wait().unwrap() {
+                let err = d.stderr.take().unwrap().join().unwrap();
+                panic!("the daemon exited ({status}) before opening {}:\n{err}", d.socket.display());
+            }
+            assert!(Instant::now() < deadline, "the daemon did not open {} in time", d.socket.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d
+    }
+
+    /// `jetdetect run --config cfg` with `env`; the config's socket must be `d.sock` beside it.
+    pub fn start(cfg: &Path, env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_jetdetect"));
+        cmd.args(["run", "--config"]).arg(cfg);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Daemon::spawn(cmd, cfg.parent().unwrap().join("d.sock"))
+    }
+
+    /// A client, with a read timeout.
+    pub fn connect(&self) -> BufReader<UnixStream> {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        BufReader::new(s)
+    }
+
+    /// Sends `sig` to the daemon.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+
+    /// Waits for exit; returns (status code, stderr). Panics on a hang.
+    pub fn wait(self, limit: Duration) -> (Option<i32>, String) {
+        let (code, _, err) = self.wait_signal(limit);
+        (code, err)
+    }
+
+    /// Waits for exit; returns (status code, terminating signal, stderr). Panics on a hang.
+    pub fn wait_signal(mut self, limit: Duration) -> (Option<i32>, Option<i32>, String) {
+        use std::os::unix::process::ExitStatusExt as _;
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let err = self.stderr.take().map(|t| t.join().unwrap()).unwrap_or_default();
+                return (status.code(), status.signal(), err);
+            }
+            if Instant::now() > deadline {
+                self.child.kill().unwrap();
+                let err = self.stderr.take().map(|t| t.join().unwrap()).unwrap_or_default();
+                panic!("the daemon did not exit within {limit:?} (a hang):\n{err}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
