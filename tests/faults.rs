@@ -44,24 +44,6 @@ fn copy(board: &str, tag: &str) -> (PathBuf, PathBuf) {
     (tree, run)
 }
 
-/// The daemon's config: the `locked` profile on `tree`, state file `state`, model `model`.
-fn write_config(run: &Path, tree: &Path, state: &Path, model: &Path, extra_power: &str) -> PathBuf {
-    let cfg = run.join("jd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[source]\nuri = \"synthetic://?width=320&height=240&fps=15\"\n[model]\npath = \"{}\"\n\
-             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n[power]\nprofile = \"locked\"\nroot = \"{}\"\n\
-             state_file = \"{}\"\ntelemetry_ms = 200\n{extra_power}\n",
-            model.display(),
-            tree.display(),
-            state.display()
-        ),
-    )
-    .unwrap();
-    cfg
-}
-
 fn default_model() -> PathBuf {
     repo().join("models/obstacles-v8.onnx")
 }
@@ -121,7 +103,7 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
     let (tree, run) = copy(board, &tag);
     let before = snapshot(&tree);
     let state = run.join("clocks.state");
-    let cfg = write_config(&run, &tree, &state, &default_model(), "");
+    let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
     let fault = match stop {
         Stop::Panic(stage) => format!("panic:{stage}@4"),
         _ => String::new(),
@@ -312,7 +294,7 @@ fn the_daemon_keeps_detecting_unpinned_when_a_clock_file_is_busy() {
     let state = run.join("clocks.state");
     let disc = Discovered::scan(&tree);
     let gpu_min = disc.gpu.as_ref().unwrap().dir.join("min_freq");
-    let cfg = write_config(&run, &tree, &state, &default_model(), "");
+    let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
     let fault = format!("sysfs-write:EBUSY@{}", gpu_min.display());
     let d = Daemon::start(&cfg, &[("JETDETECT_FAULT", &fault)]);
     let mut client = d.connect();
@@ -366,7 +348,7 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
         let before = snapshot(&tree);
         let state_dir = run.join("state");
         let state = state_dir.join("clocks.state");
-        let cfg = write_config(&run, &tree, &state, &default_model(), "");
+        let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
         let Some(d) = daemon_with_state_dir(&cfg, &state_dir, how) else { return };
         let mut client = d.connect();
         read_detections(&mut client, 3);
@@ -385,7 +367,8 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
 
         // With on_failure = "exit", the same start is an error naming the state file.
         let _ = std::fs::remove_file(run.join("d.sock"));
-        let cfg = write_config(&run, &tree, &state, &default_model(), "on_failure = \"exit\"");
+        let cfg =
+            common::locked_profile_config(&run, &tree, &state, &default_model(), "on_failure = \"exit\"");
         let out = Command::new("unshare")
             .args(["-m", "--propagation", "private", "sh", "-c"])
             .arg(format!(
@@ -416,7 +399,7 @@ fn a_model_file_truncated_or_replaced_while_running_changes_nothing_and_is_logge
     let model = run.join("model.onnx");
     std::fs::copy(default_model(), &model).unwrap();
     let state = run.join("clocks.state");
-    let cfg = write_config(&run, &tree, &state, &model, "");
+    let cfg = common::locked_profile_config(&run, &tree, &state, &model, "");
     let d = Daemon::start(&cfg, &[]);
     let mut client = d.connect();
     read_detections(&mut client, 2);

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::snapshot;
+use common::{snapshot, Daemon};
 use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, PowerConfig, PowerSession, StateFile};
 
 const BOARDS: [&str; 5] = ["nano-jp4", "xavier-nx-jp5", "orin-nano-jp6", "agx-orin-jp6", "agx-orin-jp7"];
@@ -211,38 +211,6 @@ fn the_cli_refuses_non_jetsons_and_explains_missing_permissions() {
     }
 }
 
-fn daemon_config(root: &Path, dir: &Path) -> PathBuf {
-    let cfg = dir.join("jd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[source]\nuri = \"synthetic://?width=320&height=240&fps=15\"\n[model]\npath = \"{}\"\n\
-             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n[power]\nprofile = \"locked\"\nroot = \"{}\"\n\
-             state_file = \"clocks.state\"\ntelemetry_ms = 200\n",
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/obstacles-v8.onnx").display(),
-            root.display()
-        ),
-    )
-    .unwrap();
-    cfg
-}
-
-fn start_daemon(cfg: &Path, dir: &Path) -> std::process::Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
-        .args(["run", "--config"])
-        .arg(cfg)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::os::unix::net::UnixStream::connect(dir.join("d.sock")).is_err() {
-        assert!(std::time::Instant::now() < deadline, "no socket");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    child
-}
-
 #[test]
 fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_sigkill() {
     use std::io::BufRead;
@@ -251,13 +219,13 @@ fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_si
     let dir = root.with_extension("run");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let cfg = daemon_config(&root, &dir);
+    let model = common::repo().join("models/obstacles-v8.onnx");
+    let cfg = common::locked_profile_config(&dir, &root, &dir.join("clocks.state"), &model, "");
 
-    let mut child = start_daemon(&cfg, &dir);
+    let d = Daemon::start(&cfg, &[]);
     assert!(snapshot(&root) != before, "the profile was applied");
     assert!(dir.join("clocks.state").exists());
-    let sock = std::os::unix::net::UnixStream::connect(dir.join("d.sock")).unwrap();
-    let mut lines = std::io::BufReader::new(sock).lines();
+    let mut lines = d.connect().lines();
     let stats: serde_json::Value = loop {
         let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         if v["type"] == "stats" {
@@ -268,17 +236,16 @@ fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_si
     assert_eq!(t["pinned"], true, "{t}");
     assert!(t["temp_c"]["gpu-thermal"].as_f64().unwrap() > 0.0, "{t}");
     assert!(t["power_mw"]["VDD_GPU_SOC"].as_f64().unwrap() > 0.0, "{t}");
-    // SAFETY: kill(2) on our child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    assert!(status.success());
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
     assert!(!dir.join("clocks.state").exists());
     assert!(snapshot(&root) == before, "SIGTERM restored the tree byte for byte");
 
     // SIGKILL leaves the clocks changed; the next start restores them first.
-    let mut child = start_daemon(&cfg, &dir);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let d = Daemon::start(&cfg, &[]);
+    d.signal(libc::SIGKILL);
+    d.wait(std::time::Duration::from_secs(20));
     assert!(dir.join("clocks.state").exists() && snapshot(&root) != before);
     let _ = std::fs::remove_file(dir.join("d.sock"));
     let o = Command::new(env!("CARGO_BIN_EXE_jetdetect"))

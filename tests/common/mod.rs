@@ -36,6 +36,32 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// Writes `run/jd.toml`: a 15 fps synthetic camera, `model`, the socket `run/d.sock`, stats
+/// every second, and the `locked` clock profile on the fixture tree `tree` with its state file
+/// at `state`; `extra_power` adds `[power]` keys.
+pub fn locked_profile_config(
+    run: &Path,
+    tree: &Path,
+    state: &Path,
+    model: &Path,
+    extra_power: &str,
+) -> PathBuf {
+    let cfg = run.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[source]\nuri = \"synthetic://?width=320&height=240&fps=15\"\n[model]\npath = \"{}\"\n\
+             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n[power]\nprofile = \"locked\"\nroot = \"{}\"\n\
+             state_file = \"{}\"\ntelemetry_ms = 200\n{extra_power}\n",
+            model.display(),
+            tree.display(),
+            state.display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
 /// A running `jetdetect run`.
 pub struct Daemon {
     /// The process.
