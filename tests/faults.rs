@@ -146,8 +146,8 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
             (code, sig, err)
         }
     };
-    let tail: String =
-        err.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    let lines: Vec<&str> = err.lines().collect();
+    let tail = lines[lines.len().saturating_sub(12)..].join("\n");
     if err.contains("clock restore failed") {
         return Err(ctx("restore failed", &tail));
     }
@@ -315,10 +315,10 @@ fn the_daemon_keeps_detecting_unpinned_when_a_clock_file_is_busy() {
     let _ = std::fs::remove_dir_all(tree.parent().unwrap());
 }
 
-/// Runs `jetdetect run` in a private mount namespace with a tmpfs at `mount` made
-/// full (`fill`) or read-only, or returns None where that cannot be done (not root,
-/// no unshare).
-fn daemon_with_state_dir(cfg: &Path, mount: &Path, how: &str) -> Option<Daemon> {
+/// `jetdetect run --config cfg` in a private mount namespace, with a 64 KiB tmpfs at
+/// `mount` made full (`how` = "full": the state file's write fails with ENOSPC) or
+/// read-only; None where that cannot be done (not root, no unshare).
+fn run_with_state_dir(cfg: &Path, mount: &Path, how: &str) -> Option<Command> {
     let is_root = unsafe { libc::geteuid() } == 0;
     let probe = Command::new("unshare").args(["-m", "true"]).status();
     if !is_root || !probe.is_ok_and(|s| s.success()) {
@@ -327,7 +327,6 @@ fn daemon_with_state_dir(cfg: &Path, mount: &Path, how: &str) -> Option<Daemon> 
     }
     std::fs::create_dir_all(mount).unwrap();
     let setup = match how {
-        // 64 KiB, filled: the state file's write fails with ENOSPC.
         "full" => "mount -t tmpfs -o size=64k jd-state \"$1\" && (head -c 1048576 /dev/zero >\"$1/fill\" 2>/dev/null; true)",
         _ => "mount -t tmpfs -o ro,size=64k jd-state \"$1\"",
     };
@@ -338,7 +337,7 @@ fn daemon_with_state_dir(cfg: &Path, mount: &Path, how: &str) -> Option<Daemon> 
         .arg(mount)
         .arg(env!("CARGO_BIN_EXE_jetdetect"))
         .arg(cfg);
-    Some(Daemon::spawn(cmd, cfg.parent().unwrap().join("d.sock")))
+    Some(cmd)
 }
 
 #[test]
@@ -349,7 +348,8 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
         let state_dir = run.join("state");
         let state = state_dir.join("clocks.state");
         let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
-        let Some(d) = daemon_with_state_dir(&cfg, &state_dir, how) else { return };
+        let Some(cmd) = run_with_state_dir(&cfg, &state_dir, how) else { return };
+        let d = Daemon::spawn(cmd, run.join("d.sock"));
         let mut client = d.connect();
         read_detections(&mut client, 3);
         assert_eq!(read_stats(&mut client)["telemetry"]["pinned"], false);
@@ -369,22 +369,7 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
         let _ = std::fs::remove_file(run.join("d.sock"));
         let cfg =
             common::locked_profile_config(&run, &tree, &state, &default_model(), "on_failure = \"exit\"");
-        let out = Command::new("unshare")
-            .args(["-m", "--propagation", "private", "sh", "-c"])
-            .arg(format!(
-                "{} && exec \"$2\" run --config \"$3\"",
-                if how == "full" {
-                    "mount -t tmpfs -o size=64k jd-state \"$1\" && (head -c 1048576 /dev/zero >\"$1/fill\" 2>/dev/null; true)"
-                } else {
-                    "mount -t tmpfs -o ro,size=64k jd-state \"$1\""
-                }
-            ))
-            .arg("sh")
-            .arg(&state_dir)
-            .arg(env!("CARGO_BIN_EXE_jetdetect"))
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let out = run_with_state_dir(&cfg, &state_dir, how).unwrap().output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{how}: {err}");
         assert!(err.contains(&state.display().to_string()) && err.contains(says), "{how}: {err}");
@@ -412,8 +397,7 @@ fn a_model_file_truncated_or_replaced_while_running_changes_nothing_and_is_logge
     std::fs::write(&tmp, b"this is not an ONNX model").unwrap();
     std::fs::rename(&tmp, &model).unwrap();
     read_stats(&mut client);
-    let stats = read_detections(&mut client, 3);
-    let _ = stats;
+    read_detections(&mut client, 3);
     let s = read_stats(&mut client);
     assert_eq!(s["frames"]["errors"], 0, "{s}");
     d.signal(libc::SIGTERM);
