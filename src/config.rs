@@ -232,13 +232,17 @@ fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// The first symbolic link on the way from `dir` to `path`, when `path` lies under `dir`.
+/// The first symbolic link on the way to `path` that sits inside `dir`. Each link is
+/// placed by the real location of the folder holding it, so relative paths, `..` and
+/// other links on the way (a link elsewhere leading into `dir`) cannot hide one.
 fn link_inside(dir: &Path, path: &Path) -> Option<PathBuf> {
-    let rest = path.strip_prefix(dir).ok()?;
-    let mut p = dir.to_path_buf();
-    for c in rest.components() {
+    // A state directory that does not exist yet holds no links.
+    let dir = dir.canonicalize().ok()?;
+    let mut p = PathBuf::new();
+    for c in std::path::absolute(path).ok()?.components() {
         p.push(c);
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && p.parent().and_then(|d| d.canonicalize().ok()).is_some_and(|d| d.starts_with(&dir)) {
             return Some(p);
         }
     }
@@ -664,6 +668,15 @@ mod tests {
         let lib = format!("[engine]\nlibrary = \"{}\"\n", state.join("m.onnx").display());
         let e = Config::load(&write("f.toml", &real, &lib)).unwrap_err().to_string();
         assert!(e.contains("[engine] library"), "{e}");
+        // The same link, named by a relative path that climbs out of the working directory
+        // with `..`, and reached through a link elsewhere that leads into the state directory.
+        let cwd = std::env::current_dir().unwrap();
+        let up = "../".repeat(cwd.components().count() - 1);
+        let rel = PathBuf::from(up).join(state.join("m.onnx").strip_prefix("/").unwrap());
+        assert_eq!(link_inside(&state, &rel), Some(std::path::absolute(&rel).unwrap()));
+        symlink(&state, d.join("state-link")).unwrap();
+        assert_eq!(link_inside(&state, &d.join("state-link/m.onnx")), Some(d.join("state-link/m.onnx")));
+        assert_eq!(link_inside(&state, &d.join("state-link/real.onnx")), None);
         // The config file itself, reached through a link in the state directory.
         let cfg = write("g.toml", &real, "");
         symlink(&cfg, state.join("jd.toml")).unwrap();
