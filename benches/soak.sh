@@ -24,15 +24,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${JETDETECT:-target/release/jetdetect}
+[ -x "$BIN" ] || { echo "soak: $BIN: not built (cargo build --release, or set JETDETECT)" >&2; exit 1; }
 if [ -n "${DURATION:-}" ]; then
-    [ -x "$BIN" ] || { echo "soak: $BIN: not built (cargo build --release, or set JETDETECT)" >&2; exit 1; }
     exec python3 benches/soak_daemon.py "$BIN" "${CONFIG:-configs/demo.toml}" \
         "${SOURCE:-synthetic://?width=640&height=480&fps=30&format=yuyv&seed=21&objects=6}" "$DURATION"
 fi
 FRAMES=${FRAMES:-10000}
 SOURCE=${SOURCE:-synthetic://?width=640&height=480&fps=0&format=yuyv&seed=21&objects=6}
 SLACK=${RSS_SLACK_KIB:-4096}
-[ -x "$BIN" ] || { echo "soak: $BIN: not built (cargo build --release, or set JETDETECT)" >&2; exit 1; }
 out=$(mktemp /tmp/jetdetect-soak.XXXXXX.json)
 start=$(date +%s)
 "$BIN" bench --config configs/demo.toml --source "$SOURCE" --frames "$FRAMES" --clients 1 --json "$@" >"$out"
