@@ -7,6 +7,9 @@
 //! longer run). Coverage-guided fuzzing of the same entry points is in `fuzz/`
 //! where a nightly toolchain is available; see docs/reliability.md.
 
+mod common;
+
+use common::checks;
 use jetdetect::config::Config;
 use jetdetect::frame::{Frame, PixelFormat};
 use jetdetect::preprocess::Letterbox;
@@ -165,14 +168,7 @@ proptest! {
         let mut decoder = Decoder::new(layout, options);
         let mut out = Vec::new();
         decoder.decode(&tensor, &lb, &mut out);
-        prop_assert!(out.len() <= max_detections);
-        for d in &out {
-            prop_assert!(d.class_id < classes);
-            prop_assert!(d.score.is_finite() && d.score > confidence, "{d:?}");
-            for (v, hi) in [(d.x1, lb.src_w), (d.x2, lb.src_w), (d.y1, lb.src_h), (d.y2, lb.src_h)] {
-                prop_assert!(v.is_finite() && (0.0..=hi as f32).contains(&v), "{d:?} in {lb:?}");
-            }
-        }
+        checks::detections(&out, classes, confidence, max_detections, &lb).map_err(TestCaseError::fail)?;
     }
 
     /// Garbage, and a real JPEG with bytes flipped, cut or its size fields
@@ -195,8 +191,7 @@ proptest! {
         }
         let mut frame = Frame::empty();
         if mjpeg::decode(&bytes, &mut frame, (800, 600)).is_ok() {
-            prop_assert_eq!((frame.width, frame.height, frame.format), (800, 600, PixelFormat::Rgb24));
-            prop_assert!(frame.check_len().is_ok());
+            checks::mjpeg_frame(&frame, (800, 600)).map_err(TestCaseError::fail)?;
         }
         let _ = mjpeg::decode(&noise, &mut frame, (800, 600));
     }
@@ -214,21 +209,7 @@ proptest! {
         let dir = tmp("raw");
         let path = dir.join(format!("{len}-{width}x{height}.{}", format.name()));
         std::fs::write(&path, vec![0x80u8; len]).unwrap();
-        let uri = format!("file://{}?width={width}&height={height}&format={}", path.display(), format.name());
-        match source::open(&uri) {
-            Err(e) => prop_assert!(!e.to_string().is_empty()),
-            Ok(mut src) => {
-                let frame_len = format.frame_len(width, height).unwrap();
-                let mut frame = Frame::empty();
-                let mut n = 0;
-                while let Ok(true) = src.next_frame(&mut frame) {
-                    prop_assert!(frame.check_len().is_ok());
-                    n += 1;
-                    prop_assert!(n <= len / frame_len, "more frames than the file holds");
-                }
-                prop_assert_eq!(n, len / frame_len);
-            }
-        }
+        checks::raw_file(&path, len, width, height, format).map_err(TestCaseError::fail)?;
         let _ = std::fs::remove_file(&path);
     }
 }

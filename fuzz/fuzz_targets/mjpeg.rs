@@ -3,9 +3,12 @@
 //! allocation sized by the frame's own header.
 #![no_main]
 
-use jetdetect::frame::{Frame, PixelFormat};
+use jetdetect::frame::Frame;
 use jetdetect::source::mjpeg;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/common/checks.rs"]
+mod checks;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 4 {
@@ -23,7 +26,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut frame = Frame::empty();
     if mjpeg::decode(jpeg, &mut frame, expect).is_ok() {
-        assert_eq!((frame.width, frame.height, frame.format), (expect.0, expect.1, PixelFormat::Rgb24));
-        assert!(frame.check_len().is_ok());
+        if let Err(e) = checks::mjpeg_frame(&frame, expect) {
+            panic!("{e}");
+        }
     }
 });

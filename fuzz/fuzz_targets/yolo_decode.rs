@@ -8,6 +8,9 @@ use jetdetect::preprocess::Letterbox;
 use jetdetect::yolo::{DecodeOptions, Decoder, Layout};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../tests/common/checks.rs"]
+mod checks;
+
 fn u16_at(d: &[u8], i: usize) -> u32 {
     u16::from_le_bytes([d[i], d[i + 1]]) as u32
 }
@@ -40,12 +43,7 @@ fuzz_target!(|data: &[u8]| {
     let mut decoder = Decoder::new(layout, options);
     let mut out = Vec::new();
     decoder.decode(&values[..anchors * per_anchor], &lb, &mut out);
-    assert!(out.len() <= max_detections);
-    for d in &out {
-        assert!(d.class_id < classes, "{d:?}");
-        assert!(d.score.is_finite() && d.score > confidence, "{d:?}");
-        for (v, hi) in [(d.x1, lb.src_w), (d.x2, lb.src_w), (d.y1, lb.src_h), (d.y2, lb.src_h)] {
-            assert!(v.is_finite() && (0.0..=hi as f32).contains(&v), "{d:?} in {lb:?}");
-        }
+    if let Err(e) = checks::detections(&out, classes, confidence, max_detections, &lb) {
+        panic!("{e}");
     }
 });

@@ -3,6 +3,8 @@
 //! and snapshots of fixture trees to compare byte for byte.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod checks;
+
 use std::io::{BufReader, Read};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
