@@ -576,7 +576,7 @@ fn cmd_watch(
 }
 
 fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
-    use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, StateFile};
+    use jetdetect::power::{self, nvpmodel::ModeContext, telemetry::Telemetry, Board, Discovered, StateFile};
     let (ClocksAction::Show(args) | ClocksAction::Apply(args) | ClocksAction::Restore(args)) = &action;
     let mut cfg = match &args.config {
         Some(p) => Config::load(p)?.power,
@@ -587,6 +587,10 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
     }
     if let Some(r) = &args.root {
         cfg.root = r.clone();
+        // A tree keeps its own state: never the host's state directory.
+        if args.state_file.is_none() {
+            cfg.state_file = r.join("var/lib/jetdetect/clocks.state");
+        }
     }
     if let Some(s) = &args.state_file {
         cfg.state_file = s.clone();
@@ -605,26 +609,71 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
         ClocksAction::Show(_) => {
             let t = Telemetry::sample(&disc);
             println!("board: {board}");
+            let modes = ModeContext::read(&cfg.root);
+            match &modes.current {
+                Some(m) => println!(
+                    "nvpmodel: mode {} ({} modes: {})",
+                    m.label(),
+                    modes.modes.len(),
+                    modes.modes.iter().map(|m| m.label()).collect::<Vec<_>>().join(", ")
+                ),
+                None if modes.modes.is_empty() => println!("nvpmodel: not installed"),
+                None => println!("nvpmodel: current mode unknown (nvpmodel -q did not answer)"),
+            }
             if let Some(g) = &disc.gpu {
                 let [cur, lo, hi] = t.gpu_mhz.unwrap_or_default();
                 println!(
-                    "gpu: {cur:.1} MHz (min {lo:.1}, max {hi:.1}), governor {}, load {}, node {}",
+                    "gpu: {cur:.1} MHz (min {lo:.1}, max {hi:.1} = the mode's ceiling), governor {}, load {}, node {}",
                     t.gpu_governor.as_deref().unwrap_or("?"),
                     t.gpu_load_pct.map(|l| format!("{l:.1}%")).unwrap_or_else(|| "?".into()),
                     g.dir.display()
+                );
+            } else if let Some(r) = &disc.gpu_unregistered {
+                println!(
+                    "gpu: rail-gated, no devfreq node until powered ({}; `clocks apply` powers it up once)",
+                    r.display()
                 );
             } else {
                 println!("gpu: no devfreq node found");
             }
             let cpus: Vec<String> = t.cpu_mhz.iter().map(|f| format!("{f:.0}")).collect();
+            let ceilings: Vec<String> = disc
+                .cpus
+                .iter()
+                .map(|c| {
+                    power::read_value(&c.cpufreq.join("scaling_max_freq"))
+                        .ok()
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .map(|k| format!("{:.0}", k / 1e3))
+                        .unwrap_or_else(|| "?".into())
+                })
+                .collect();
             println!(
-                "cpu: {} cores, MHz [{}], governor {}",
+                "cpu: {} cores online, MHz [{}], ceilings MHz [{}], governor {}",
                 disc.cpus.len(),
                 cpus.join(" "),
+                ceilings.join(" "),
                 t.cpu_governor.as_deref().unwrap_or("?")
             );
             if let Some(e) = t.emc_mhz {
-                println!("emc: {e:.0} MHz");
+                let cap = match &disc.emc {
+                    Some(power::discover::Emc::Bpmp { cap: Some(c), .. }) => power::read_value(c)
+                        .ok()
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .filter(|&v| v > 0.0)
+                        .map(|v| format!(" (ceiling {:.0} MHz, emc_iso_cap)", v / 1e6)),
+                    _ => None,
+                };
+                println!("emc: {e:.0} MHz{}", cap.unwrap_or_default());
+            }
+            if let Some(f) = &disc.fan {
+                let driver = match (&f.service, &f.temp_control) {
+                    (Some(s), _) => format!(", driven by {s}.service while it runs"),
+                    (None, Some(_)) => ", driven by the kernel while temp_control is 1".into(),
+                    _ => String::new(),
+                };
+                let pwm = power::read_value(&f.pwm).unwrap_or_else(|_| "?".into());
+                println!("fan: pwm {pwm}{driver}");
             }
             let temps: Vec<String> = t.temp_c.iter().map(|(k, v)| format!("{k} {v:.1}C")).collect();
             println!(
@@ -662,46 +711,29 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
                     "{board}; refusing to write clocks (give --root DIR to work on a tree)"
                 )));
             }
-            if state.exists() {
-                let n = state.restore(&cfg.root, &disc).map_err(perr)?;
-                eprintln!("restored {n} values left by an earlier run first");
+            let done = power::engage(&cfg, &state).map_err(|f| perr(f.error().clone()))?;
+            match &done.stale {
+                Some(Ok(n)) => eprintln!("restored {n} values left by an earlier run first"),
+                Some(Err(e)) => eprintln!("jetdetect: {e}"),
+                None => {}
             }
-            let writes = power::plan(&cfg, &disc).map_err(perr)?;
-            let nv = match &cfg.nvpmodel {
-                Some(wanted) => {
-                    let nv = power::nvpmodel::Nvpmodel::find(&cfg.root).ok_or_else(|| {
-                        Error::Other(format!(
-                            "[power] nvpmodel = '{wanted}': nvpmodel is not installed under {}",
-                            cfg.root.display()
-                        ))
-                    })?;
-                    let mode = nv.resolve(wanted).map_err(perr)?;
-                    Some((nv, mode))
-                }
-                None => None,
-            };
-            if writes.is_empty() && nv.is_none() {
+            if let Some(m) = &done.mode {
+                println!("nvpmodel = {}", m.label());
+            }
+            if let Some(r) = &done.applied.reboot_needed {
+                eprintln!("jetdetect: {r}");
+            }
+            if done.plan.is_empty() && done.mode.is_none() {
                 println!("profile '{}': nothing to change", cfg.profile);
                 return Ok(true);
             }
-            let done = power::apply_with_mode(
-                &cfg.root,
-                &disc,
-                nv.as_ref().map(|(n, m)| (n, m.clone())),
-                &writes,
-                &state,
-            )
-            .map_err(perr)?;
-            if let Some((_, m)) = &nv {
-                println!("nvpmodel = {} ({})", m.id, m.name);
+            for unit in &done.applied.stopped {
+                println!("stopped {unit}.service (started again by `clocks restore`)");
             }
-            if let Some(r) = &done.reboot_needed {
-                eprintln!("jetdetect: {r}");
-            }
-            for w in &writes {
+            for w in &done.plan.writes {
                 println!("{} = {}", power::profile::shown(&cfg.root, &w.path), w.value);
             }
-            for (p, want, got) in &done.mismatches {
+            for (p, want, got) in &done.applied.mismatches {
                 eprintln!(
                     "jetdetect: {} did not take: wanted {want}, reads {got}",
                     power::profile::shown(&cfg.root, p)
@@ -710,10 +742,10 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
             println!(
                 "profile '{}' applied ({} writes); originals saved in {}",
                 cfg.profile,
-                done.written,
+                done.applied.written,
                 state.path.display()
             );
-            Ok(done.mismatches.is_empty())
+            Ok(done.applied.mismatches.is_empty())
         }
         ClocksAction::Restore(_) => {
             if !state.exists() {

@@ -23,7 +23,16 @@ use jetdetect::fault::{self, Fault};
 use jetdetect::power::{self, Discovered, PowerConfig, PowerSession, StateFile};
 use serde_json::Value;
 
-const BOARDS: [&str; 5] = ["nano-jp4", "xavier-nx-jp5", "orin-nano-jp6", "agx-orin-jp6", "agx-orin-jp7"];
+const BOARDS: [&str; 8] = [
+    "nano-jp4",
+    "xavier-nx-jp5",
+    "orin-nano-jp6",
+    "agx-orin-jp6",
+    "agx-orin-jp7",
+    "orin-nano-7w",
+    "orin-nx-10w",
+    "xavier-nx-10w",
+];
 
 /// A private copy of a board's tree, and an empty run directory next to it.
 fn copy(board: &str, tag: &str) -> (PathBuf, PathBuf) {
@@ -140,7 +149,9 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
             read_detections(&mut d.connect(), 1);
             d.signal(libc::SIGTERM);
             let (code2, _, err2) = d.wait_signal(Duration::from_secs(20));
-            if code2 != Some(0) || !err2.contains("clocks from an unclean exit are still changed") {
+            if code2 != Some(0)
+                || !err2.contains("clock values from an unclean exit were still changed: restored them first")
+            {
                 return Err(ctx("the start after SIGKILL did not restore first", &err2));
             }
             (code, sig, err)
@@ -236,10 +247,10 @@ fn clock_writes_refused_by_the_system_are_named_undone_and_retried() {
         let before = snapshot(&tree);
         let state = run.join("clocks.state");
         let disc = Discovered::scan(&tree);
-        let writes = power::plan(&power_config(&tree, &state, "exit"), &disc).unwrap();
-        assert!(writes.len() >= 3, "{board}: {} writes", writes.len());
-        // The last file written refuses: the earlier writes are undone.
-        let victim = writes.last().unwrap().path.clone();
+        let plan = power::plan(&power_config(&tree, &state, "exit"), &disc, &Default::default()).unwrap();
+        assert!(plan.writes.len() >= 3, "{board}: {} writes", plan.writes.len());
+        // The last setting written refuses: the earlier writes are undone.
+        let victim = plan.writes.iter().rev().find(|w| w.kind == power::Kind::Static).unwrap().path.clone();
         let f = Fault::parse(&format!("sysfs-write:{errno}@{}", victim.display())).unwrap();
         fault::inject(f.clone());
 

@@ -10,7 +10,16 @@ use std::process::Command;
 use common::{snapshot, Daemon};
 use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, PowerConfig, PowerSession, StateFile};
 
-const BOARDS: [&str; 5] = ["nano-jp4", "xavier-nx-jp5", "orin-nano-jp6", "agx-orin-jp6", "agx-orin-jp7"];
+const BOARDS: [&str; 8] = [
+    "nano-jp4",
+    "xavier-nx-jp5",
+    "orin-nano-jp6",
+    "agx-orin-jp6",
+    "agx-orin-jp7",
+    "orin-nano-7w",
+    "orin-nx-10w",
+    "xavier-nx-10w",
+];
 
 fn fixture(board: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(board)
@@ -44,8 +53,11 @@ fn boards_are_detected_and_their_files_discovered() {
         ("nano-jp4", "T210", "R32.7.4", 4, "POM_5V_IN"),
         ("xavier-nx-jp5", "T194", "R35.4.1", 6, "VDD_IN"),
         ("orin-nano-jp6", "T234", "R36.4.3", 6, "VDD_IN"),
-        ("agx-orin-jp6", "T234", "R36.4.3", 12, "VIN_SYS_5V0"),
+        ("agx-orin-jp6", "T234", "R36.4.3", 8, "VIN_SYS_5V0"), // MODE_30W: 8 of 12 cores online
         ("agx-orin-jp7", "T234", "R38.2.0", 12, "VIN_SYS_5V0"),
+        ("orin-nano-7w", "T234", "R36.4.3", 4, "VDD_IN"),
+        ("orin-nx-10w", "T234", "R36.4.3", 4, "VDD_IN"),
+        ("xavier-nx-10w", "T194", "R35.4.1", 4, "VDD_IN"),
     ];
     for (board, soc, l4t, cores, total_rail) in expect {
         let root = fixture(board);
@@ -56,10 +68,18 @@ fn boards_are_detected_and_their_files_discovered() {
         let g = d.gpu.as_ref().unwrap_or_else(|| panic!("{board}: no GPU"));
         assert!(g.available.len() >= 5 && g.railgate.is_some() && g.load.is_some(), "{board}: {g:?}");
         assert_eq!(d.cpus.len(), cores, "{board}");
-        assert!(d.emc.is_some() && d.fan_pwm.is_some(), "{board}");
+        assert!(d.emc.is_some() && d.fan.is_some(), "{board}");
         let t = Telemetry::sample(&d);
         assert!(t.temp_c.len() >= 4, "{board}: {t:?}");
         assert!(t.power_mw.contains_key(total_rail) && t.total_mw.is_some(), "{board}: {t:?}");
+        if total_rail == "VIN_SYS_5V0" {
+            // AGX Orin has no input rail: the total is every rail summed, as jtop does.
+            assert_eq!(t.total_mw, Some(t.power_mw.values().sum()), "{board}: {t:?}");
+            assert_eq!(t.total_from.as_deref(), Some("sum of rails"));
+        } else {
+            assert_eq!(t.total_mw, t.power_mw.get(total_rail).copied(), "{board}");
+            assert_eq!(t.total_from.as_deref(), Some(total_rail));
+        }
         assert!(!t.pinned && !t.throttling, "{board}: {t:?}");
     }
     let pc = Board::detect(&fixture("not-a-jetson"));
@@ -77,16 +97,25 @@ fn every_profile_applies_and_restores_byte_for_byte_on_every_board() {
             let before = snapshot(&root);
             let cfg = config(&root, profile);
             let disc = Discovered::scan(&root);
-            let writes = power::plan(&cfg, &disc).unwrap();
-            let state = StateFile::new(&cfg.state_file);
-            let done = power::apply(&root, &disc, &writes, &state).unwrap();
-            assert!(done.mismatches.is_empty(), "{board} {profile}: {:?}", done.mismatches);
             let g = disc.gpu.as_ref().unwrap();
-            let top = g.available.last().unwrap().to_string();
-            assert_eq!(read(&g.dir.join("min_freq")), top, "{board} {profile}: GPU floor at the top");
+            // The nvpmodel mode's ceilings, which the profile pins to and never raises.
+            let gpu_ceiling = read(&g.dir.join("max_freq"));
+            let cpu_ceilings: Vec<String> =
+                disc.cpus.iter().map(|c| read(&c.cpufreq.join("scaling_max_freq"))).collect();
+            let plan = power::plan(&cfg, &disc, &Default::default()).unwrap();
+            let state = StateFile::new(&cfg.state_file);
+            let done = power::apply(&root, &disc, &plan, &state).unwrap();
+            assert!(done.mismatches.is_empty(), "{board} {profile}: {:?}", done.mismatches);
+            assert_eq!(
+                read(&g.dir.join("min_freq")),
+                gpu_ceiling,
+                "{board} {profile}: GPU floor at the ceiling"
+            );
+            assert_eq!(read(&g.dir.join("max_freq")), gpu_ceiling, "{board} {profile}: the ceiling kept");
             assert_eq!(read(g.railgate.as_ref().unwrap()), "0");
-            for c in &disc.cpus {
-                assert_eq!(read(&c.cpufreq.join("scaling_min_freq")), c.max_khz.to_string());
+            for (c, ceiling) in disc.cpus.iter().zip(&cpu_ceilings) {
+                assert_eq!(&read(&c.cpufreq.join("scaling_min_freq")), ceiling);
+                assert_eq!(&read(&c.cpufreq.join("scaling_max_freq")), ceiling);
                 assert!(c.idle_states.iter().all(|s| read(s) == "1"), "{board}: cpuidle off");
             }
             assert!(Telemetry::sample(&disc).pinned || profile == "max", "{board} {profile}");
@@ -104,13 +133,13 @@ fn the_nano_gpu_locks_at_918_mhz_as_921_6_and_impossible_values_list_the_valid_o
     let disc = Discovered::scan(&root);
     let mut cfg = config(&root, "locked");
     cfg.gpu_mhz = Some(918);
-    let writes = power::plan(&cfg, &disc).unwrap();
-    power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap();
+    let plan = power::plan(&cfg, &disc, &Default::default()).unwrap();
+    power::apply(&root, &disc, &plan, &StateFile::new(&cfg.state_file)).unwrap();
     let g = disc.gpu.as_ref().unwrap();
     assert_eq!(read(&g.dir.join("min_freq")), "921600000");
     assert_eq!(read(&g.dir.join("max_freq")), "921600000");
     cfg.gpu_mhz = Some(2000);
-    let e = power::plan(&cfg, &disc).unwrap_err().to_string();
+    let e = power::plan(&cfg, &disc, &Default::default()).unwrap_err().to_string();
     assert!(
         e.contains("2000 MHz is not possible") && e.contains("76.8, 153.6") && e.contains("921.6"),
         "{e}"
@@ -125,8 +154,8 @@ fn a_stale_state_file_is_restored_at_the_next_start() {
     let cfg = config(&root, "max");
     let disc = Discovered::scan(&root);
     // A run that applied clocks and then died (no restore).
-    let writes = power::plan(&cfg, &disc).unwrap();
-    power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap();
+    let plan = power::plan(&cfg, &disc, &Default::default()).unwrap();
+    power::apply(&root, &disc, &plan, &StateFile::new(&cfg.state_file)).unwrap();
     assert!(snapshot(&root) != before);
     // The next start, even with the dynamic profile, restores first.
     let session = PowerSession::start(&config(&root, "dynamic")).unwrap();
@@ -157,19 +186,20 @@ fn broken_trees_give_clear_errors_and_nothing_is_left_changed() {
     let disc = Discovered::scan(&root);
     let g = disc.gpu.clone().unwrap();
     // The GPU floor file turns into a directory: the write fails, the rest is undone.
+    let floor = std::fs::read(g.dir.join("min_freq")).unwrap();
     std::fs::remove_file(g.dir.join("min_freq")).unwrap();
     std::fs::create_dir(g.dir.join("min_freq")).unwrap();
     let cfg = config(&root, "max");
-    let writes = power::plan(&cfg, &disc).unwrap();
-    let e = power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap_err().to_string();
+    let plan = power::plan(&cfg, &disc, &Default::default()).unwrap();
+    let e = power::apply(&root, &disc, &plan, &StateFile::new(&cfg.state_file)).unwrap_err().to_string();
     assert!(e.contains("min_freq: cannot read") || e.contains("min_freq: cannot write"), "{e}");
     std::fs::remove_dir(g.dir.join("min_freq")).unwrap();
-    std::fs::write(g.dir.join("min_freq"), "306000000\n").unwrap();
+    std::fs::write(g.dir.join("min_freq"), floor).unwrap();
     assert!(snapshot(&root) == before, "nothing left changed");
     // A file missing on this JetPack is named.
-    std::fs::remove_file(disc.cpus[3].cpufreq.join("scaling_max_freq")).unwrap();
-    let e = power::apply(&root, &disc, &writes, &StateFile::new(&cfg.state_file)).unwrap_err().to_string();
-    assert!(e.contains("cpu3/cpufreq/scaling_max_freq") && e.contains("missing"), "{e}");
+    std::fs::remove_file(disc.cpus[3].cpufreq.join("scaling_min_freq")).unwrap();
+    let e = power::apply(&root, &disc, &plan, &StateFile::new(&cfg.state_file)).unwrap_err().to_string();
+    assert!(e.contains("cpu3/cpufreq/scaling_min_freq") && e.contains("missing"), "{e}");
 }
 
 #[test]
@@ -267,16 +297,13 @@ fn nvpmodel_modes_switch_by_name_warn_about_reboots_and_are_restored() {
     assert_eq!(nv.current().unwrap(), 2);
     let e = nv.resolve("MODE_99W").unwrap_err().to_string();
     assert!(e.contains("0 (MAXN), 1 (MODE_15W), 2 (MODE_30W), 3 (MODE_50W)"), "{e}");
-    let disc = Discovered::scan(&root);
-    let cfg = config(&root, "max");
-    let writes = power::plan(&cfg, &disc).unwrap();
+    let mut cfg = config(&root, "max");
+    cfg.nvpmodel = Some("mode_15w".into());
     let state = StateFile::new(&cfg.state_file);
-    let done =
-        power::apply_with_mode(&root, &disc, Some((&nv, nv.resolve("mode_15w").unwrap())), &writes, &state)
-            .unwrap();
-    assert!(done.reboot_needed.unwrap().contains("after a reboot"));
+    let done = power::engage(&cfg, &state).unwrap();
+    assert!(done.applied.reboot_needed.unwrap().contains("after a reboot"));
     assert_eq!(nv.current().unwrap(), 1);
-    state.restore(&root, &disc).unwrap();
+    state.restore(&root, &done.discovered).unwrap();
     assert_eq!(nv.current().unwrap(), 2, "the original mode is back");
     assert!(snapshot(&root) == before);
 }

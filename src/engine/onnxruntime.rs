@@ -182,8 +182,8 @@ pub fn tensorrt_version(dirs: &[PathBuf]) -> Option<String> {
 }
 
 /// DLA engines on this board: host1x client nodes named `*.nvdla<N>` under
-/// `<root>/sys/devices/platform` (Xavier and Orin AGX/NX have two; Nano, TX2
-/// and Orin Nano none).
+/// `<root>/sys/devices/platform` (Xavier, AGX Orin and Orin NX 16GB have two,
+/// Orin NX 8GB one; Nano, TX2 and Orin Nano none).
 pub fn dla_cores(root: &Path) -> usize {
     fn walk(dir: &Path, depth: usize, found: &mut std::collections::BTreeSet<u32>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -226,7 +226,12 @@ pub fn check_dla(core: u32, tensorrt: Option<&str>, root: &Path) -> Result<(), S
                 root.join("sys/devices/platform").display()
             )
         } else {
-            format!("DLA core {core} was asked for, but this board has {n} DLA cores: use 0 to {}", n - 1)
+            let valid = if n == 1 {
+                "1 DLA core: use 0".to_string()
+            } else {
+                format!("{n} DLA cores: use 0 to {}", n - 1)
+            };
+            format!("DLA core {core} was asked for, but this board has {valid}")
         });
     }
     Ok(())
@@ -842,7 +847,11 @@ mod tests {
             let e = check_dla(2, Some("8.5.2"), &board(b)).unwrap_err();
             assert!(e.contains("has 2 DLA cores: use 0 to 1"), "{e}");
         }
-        for b in ["nano-jp4", "orin-nano-jp6", "not-a-jetson"] {
+        let one = board("orin-nx-10w"); // Orin NX 8GB: one DLA core
+        assert_eq!(dla_cores(&one), 1);
+        check_dla(0, Some("8.5.2"), &one).unwrap();
+        assert!(check_dla(1, Some("8.5.2"), &one).unwrap_err().contains("has 1 DLA core: use 0"));
+        for b in ["nano-jp4", "orin-nano-jp6", "orin-nano-7w", "not-a-jetson"] {
             assert_eq!(dla_cores(&board(b)), 0, "{b}");
             let e = check_dla(0, Some("10.3.0"), &board(b)).unwrap_err();
             assert!(e.contains("this board has no DLA") && e.contains("device = \"gpu\""), "{e}");

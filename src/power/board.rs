@@ -62,7 +62,9 @@ fn jetpack_for(major: u32, minor: u32) -> Option<&'static str> {
         (36, 2) => "6.0 DP",
         (36, 3) => "6.0",
         (36, 4) => "6.1/6.2",
+        (38, 2) => "7.0",
         (38, _) => "7.x",
+        (39, _) => "7.2",
         (32, _) => "4.x",
         (35, _) => "5.x",
         (36, _) => "6.x",
@@ -136,5 +138,20 @@ impl fmt::Display for Board {
                 if self.model.is_empty() { "no device-tree model" } else { &self.model }
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jetpack_for;
+
+    #[test]
+    fn l4t_releases_map_to_their_jetpack() {
+        // jtop's hw_detect table: R38.2 is JetPack 7.0, R39 JetPack 7.2.
+        assert_eq!(jetpack_for(32, 7), Some("4.6.x"));
+        assert_eq!(jetpack_for(36, 4), Some("6.1/6.2"));
+        assert_eq!(jetpack_for(38, 2), Some("7.0"));
+        assert_eq!(jetpack_for(39, 0), Some("7.2"));
+        assert_eq!(jetpack_for(31, 1), None);
     }
 }

@@ -86,17 +86,33 @@ pub struct Rail {
     pub reading: RailReading,
 }
 
+/// The fan and what else drives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fan {
+    /// The PWM file (0..255): hwmon `pwm1`, or `target_pwm` on JetPack 4.
+    pub pwm: PathBuf,
+    /// JetPack 4's `temp_control`: while 1 the kernel sets the PWM from the temperature, so it must
+    /// be 0 before a fixed PWM holds.
+    pub temp_control: Option<PathBuf>,
+    /// The service that rewrites the PWM on JetPack 5/6 (`nvfancontrol`), when its unit is installed:
+    /// it must be stopped for a fixed PWM to hold, and started again on restore.
+    pub service: Option<String>,
+}
+
 /// Everything found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Discovered {
     /// The GPU devfreq node.
     pub gpu: Option<Gpu>,
+    /// A rail-gated GPU's `railgate_enable` when its devfreq node is not registered yet: the GPU
+    /// registers with devfreq only once powered (jetson_clocks R35/R36 write 0 here and scan again).
+    pub gpu_unregistered: Option<PathBuf>,
     /// Online CPU cores.
     pub cpus: Vec<Cpu>,
     /// The EMC controls.
     pub emc: Option<Emc>,
-    /// The fan's PWM file (0..255).
-    pub fan_pwm: Option<PathBuf>,
+    /// The fan.
+    pub fan: Option<Fan>,
     /// Thermal zones.
     pub zones: Vec<Zone>,
     /// Power rails.
@@ -205,16 +221,41 @@ fn find_emc(root: &Path) -> Option<Emc> {
     thor.join("max_freq").exists().then(|| Emc::Devfreq { dir: std::fs::canonicalize(&thor).unwrap_or(thor) })
 }
 
-fn find_fan(root: &Path) -> Option<PathBuf> {
+/// Where systemd unit files are installed, under the root.
+const UNIT_DIRS: [&str; 3] = ["etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system"];
+
+fn find_fan(root: &Path) -> Option<Fan> {
     let legacy = root.join("sys/devices/pwm-fan/target_pwm");
     if legacy.exists() {
-        return Some(legacy);
+        return Some(Fan {
+            pwm: legacy,
+            temp_control: existing(root.join("sys/devices/pwm-fan/temp_control")),
+            service: None,
+        });
     }
-    entries(&root.join("sys/class/hwmon")).into_iter().find_map(|h| {
+    let pwm = entries(&root.join("sys/class/hwmon")).into_iter().find_map(|h| {
         let dir = std::fs::canonicalize(&h).unwrap_or(h);
         let name = read(&dir.join("name")).unwrap_or_default();
         (name.contains("fan") && dir.join("pwm1").exists()).then(|| dir.join("pwm1"))
-    })
+    })?;
+    let service = UNIT_DIRS
+        .iter()
+        .any(|d| root.join(d).join("nvfancontrol.service").exists())
+        .then(|| "nvfancontrol".to_string());
+    Some(Fan { pwm, temp_control: None, service })
+}
+
+/// The GPU device's `railgate_enable` where jetson_clocks looks for it (`gpu.0`), when no devfreq node
+/// was found: the GPU is rail-gated and not yet registered.
+fn find_unregistered_gpu(root: &Path, gpu: &Option<Gpu>) -> Option<PathBuf> {
+    if gpu.is_some() {
+        return None;
+    }
+    ["sys/devices/platform/gpu.0", "sys/devices/gpu.0"]
+        .iter()
+        .map(|d| root.join(d))
+        .find(|d| d.join("of_node/compatible").exists())
+        .and_then(|d| existing(d.join("railgate_enable")))
 }
 
 fn find_zones(root: &Path) -> Vec<Zone> {
@@ -278,11 +319,13 @@ fn find_rails(root: &Path) -> Vec<Rail> {
 impl Discovered {
     /// Scans the tree under `root`.
     pub fn scan(root: &Path) -> Discovered {
+        let gpu = find_gpu(root);
         Discovered {
-            gpu: find_gpu(root),
+            gpu_unregistered: find_unregistered_gpu(root, &gpu),
+            gpu,
             cpus: find_cpus(root),
             emc: find_emc(root),
-            fan_pwm: find_fan(root),
+            fan: find_fan(root),
             zones: find_zones(root),
             rails: find_rails(root),
         }
@@ -295,6 +338,7 @@ impl Discovered {
             v.extend(["min_freq", "max_freq", "governor"].map(|f| g.dir.join(f)));
             v.extend(g.railgate.clone());
         }
+        v.extend(self.gpu_unregistered.clone());
         for c in &self.cpus {
             v.extend(["scaling_min_freq", "scaling_max_freq", "scaling_governor"].map(|f| c.cpufreq.join(f)));
             v.extend(c.idle_states.iter().cloned());
@@ -307,7 +351,10 @@ impl Discovered {
             Some(Emc::Devfreq { dir }) => v.extend(["min_freq", "max_freq", "governor"].map(|f| dir.join(f))),
             None => {}
         }
-        v.extend(self.fan_pwm.clone());
+        if let Some(f) = &self.fan {
+            v.push(f.pwm.clone());
+            v.extend(f.temp_control.clone());
+        }
         v
     }
 }

@@ -8,15 +8,20 @@
 //!   turned into a list of writes.
 //! * [`state`]: the original values, saved atomically before the first write
 //!   and written back on stop, on panic, or at the next start after a crash.
+//! * [`apply`]: the whole sequence (stale restore, GPU power-up, nvpmodel
+//!   switch, plan, save, write, verify) shared by the daemon and `clocks apply`.
+//! * [`nvpmodel`], [`service`]: the power modes, and the services a profile pauses.
 //! * [`telemetry`]: frequencies, load, temperatures, rail power, throttling.
 //!
 //! Every path is read under a root directory standing for `/` (`--root`,
 //! `[power] root`), which is how the tests run against fixture trees.
 
+pub mod apply;
 pub mod board;
 pub mod discover;
 pub mod nvpmodel;
 pub mod profile;
+pub mod service;
 pub mod session;
 pub mod state;
 pub mod telemetry;
@@ -24,14 +29,15 @@ pub mod telemetry;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+pub use apply::{apply, engage, Applied, Engaged, Failure};
 pub use board::Board;
 pub use discover::Discovered;
-pub use profile::{plan, PowerConfig, Write};
+pub use profile::{plan, Kind, Plan, PowerConfig, Write};
 pub use session::PowerSession;
 pub use state::StateFile;
 
 /// A power-control problem, worded for the user.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct PowerError(pub String);
 
@@ -81,94 +87,5 @@ pub fn same_value(a: &str, b: &str) -> bool {
     }
 }
 
-/// What applying a profile did.
-#[derive(Debug, Default)]
-pub struct Applied {
-    /// Files written.
-    pub written: usize,
-    /// `(path, wanted, got)` for writes that did not take.
-    pub mismatches: Vec<(PathBuf, String, String)>,
-    /// Set when the nvpmodel switch needs a reboot to take full effect.
-    pub reboot_needed: Option<String>,
-}
-
 /// The state-file key that records the original nvpmodel mode.
 pub const NVPMODEL_KEY: &str = "nvpmodel";
-
-/// Applies `writes`, saving the original values to `state` before the first
-/// write, then reads every file back.
-pub fn apply(
-    root: &Path,
-    disc: &Discovered,
-    writes: &[Write],
-    state: &StateFile,
-) -> Result<Applied, PowerError> {
-    apply_with_mode(root, disc, None, writes, state)
-}
-
-/// Like [`apply`], switching the nvpmodel mode first when `mode` is given
-/// (nvpmodel resets clocks, so it goes before the clock writes; the original
-/// mode is recorded and restored first too).
-pub fn apply_with_mode(
-    root: &Path,
-    disc: &Discovered,
-    mode: Option<(&nvpmodel::Nvpmodel, nvpmodel::Mode)>,
-    writes: &[Write],
-    state: &StateFile,
-) -> Result<Applied, PowerError> {
-    let allowed = disc.writable();
-    let mut originals: Vec<(PathBuf, String)> = Vec::new();
-    let mut switch = None;
-    if let Some((nv, m)) = mode {
-        let current = nv.current()?;
-        if current != m.id {
-            originals.push((PathBuf::from(NVPMODEL_KEY), current.to_string()));
-            switch = Some((nv, m));
-        }
-    }
-    for w in writes {
-        if !originals.iter().any(|(p, _)| p == &w.path) {
-            originals.push((w.path.clone(), read_value(&w.path)?));
-        }
-    }
-    if originals.is_empty() {
-        return Ok(Applied::default());
-    }
-    state.save(root, &originals)?;
-    let mut applied = Applied::default();
-    if let Some((nv, m)) = switch {
-        match nv.set(m.id) {
-            Ok(true) => {
-                applied.reboot_needed =
-                    Some(format!("nvpmodel mode {} ({}) takes full effect only after a reboot", m.id, m.name))
-            }
-            Ok(false) => {}
-            Err(e) => {
-                let _ = state.restore(root, disc);
-                return Err(e);
-            }
-        }
-    }
-    for w in writes {
-        if let Err(e) = write_value(&allowed, &w.path, &w.value) {
-            // Undo what was done, then report.
-            let _ = state.restore(root, disc);
-            return Err(e);
-        }
-        applied.written += 1;
-    }
-    // The last write to each path is the value it must hold now.
-    let mut finals: Vec<(&PathBuf, &str)> = Vec::new();
-    for w in writes.iter().rev() {
-        if !finals.iter().any(|(p, _)| *p == &w.path) {
-            finals.push((&w.path, &w.value));
-        }
-    }
-    for (p, want) in finals.into_iter().rev() {
-        let got = read_value(p)?;
-        if !same_value(&got, want) {
-            applied.mismatches.push((p.clone(), want.to_string(), got));
-        }
-    }
-    Ok(applied)
-}

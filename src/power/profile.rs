@@ -1,20 +1,22 @@
 //! `[power]` profiles, turned into the list of sysfs writes for this board.
 //!
 //! * `dynamic` — touch nothing (the default).
-//! * `max` — like `jetson_clocks`: every CPU's minimum at its maximum, cpuidle
-//!   states off, GPU minimum at its maximum and railgating off, EMC locked at
-//!   its highest allowed rate.
+//! * `max` — like `jetson_clocks`: every CPU's minimum at its current maximum
+//!   (the nvpmodel mode's ceiling), cpuidle states off, GPU minimum at its
+//!   current maximum and railgating off, EMC locked at its highest allowed rate.
 //! * `locked` — min = max at a chosen GPU frequency (`gpu_mhz`, default the
-//!   maximum) and CPU frequency (`cpu_min_mhz`, default the maximum), cpuidle
-//!   off, EMC locked: the steadiest latency.
+//!   mode's ceiling) and CPU frequency (`cpu_min_mhz`, default the ceiling),
+//!   cpuidle off, EMC locked: the steadiest latency.
 //!
-//! Custom fields apply on top of any profile.
+//! Custom fields apply on top of any profile. No profile raises a ceiling: the
+//! nvpmodel mode is the power budget, and only `[power] nvpmodel` changes it.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::discover::{Discovered, Emc};
+use super::nvpmodel::{Mode, ModeContext};
 use super::{read_value, PowerError};
 
 /// `[power]`
@@ -85,6 +87,19 @@ impl Default for PowerConfig {
 /// Profile names.
 pub const PROFILES: [&str; 3] = ["dynamic", "max", "locked"];
 
+/// Whether a written value is a setting or a reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A setting that reads back as written until changed (frequency floors and ceilings, governors,
+    /// lock flags, idle states, railgate, fan PWM once its controller is paused): its original is
+    /// saved and restored, and the write is checked by reading it back.
+    Static,
+    /// A value the hardware moves on its own (the EMC `rate`, which follows the load once unlocked):
+    /// written, but neither saved, restored nor required to read back. jetson_clocks likewise saves
+    /// only the EMC lock state.
+    Dynamic,
+}
+
 /// One sysfs write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Write {
@@ -92,10 +107,28 @@ pub struct Write {
     pub path: PathBuf,
     /// The value.
     pub value: String,
+    /// Setting or reading.
+    pub kind: Kind,
 }
 
 fn w(path: PathBuf, value: impl ToString) -> Write {
-    Write { path, value: value.to_string() }
+    Write { path, value: value.to_string(), kind: Kind::Static }
+}
+
+/// What a profile does on this board, in order: pause services, then write files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Services to stop first (and start again on restore, if they ran).
+    pub stop_services: Vec<String>,
+    /// The writes, in order.
+    pub writes: Vec<Write>,
+}
+
+impl Plan {
+    /// True when the profile changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.stop_services.is_empty() && self.writes.is_empty()
+    }
 }
 
 /// The available frequency (Hz) nearest to `mhz`, or an error listing them.
@@ -124,8 +157,42 @@ fn snap_cpu(available: &[u64], max_khz: u64, mhz: u32) -> u64 {
     *available.iter().min_by_key(|f| f.abs_diff(khz)).expect("not empty")
 }
 
-/// The writes that `config` means on this board, in order.
-pub fn plan(config: &PowerConfig, disc: &Discovered) -> Result<Vec<Write>, PowerError> {
+fn read_u64(path: &Path) -> Option<u64> {
+    read_value(path).ok()?.parse().ok()
+}
+
+/// The error for a clock above the current mode's ceiling: names the ceiling, the mode, and the
+/// modes whose ceiling would allow it.
+fn above_ceiling(
+    key: &str,
+    wanted_mhz: f64,
+    what: &str,
+    ceiling_mhz: f64,
+    allowing: Vec<&Mode>,
+    modes: &ModeContext,
+) -> PowerError {
+    let way = match allowing.as_slice() {
+        [] if modes.modes.is_empty() => "no nvpmodel modes are known on this board".to_string(),
+        [] => "no nvpmodel mode on this board allows it".to_string(),
+        list => format!(
+            "set [power] nvpmodel = \"{}\" (a mode that allows it: {})",
+            list[0].name,
+            list.iter().map(|m| m.label()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    PowerError(format!(
+        "[power] {key} = {wanted_mhz:.1} MHz is above the {what} ceiling of {}: {ceiling_mhz:.1} MHz. \
+         A profile pins clocks inside the power mode and never raises a ceiling (that would overrun the \
+         mode's power budget): lower {key}, or {way}",
+        modes.current_label()
+    ))
+}
+
+/// The writes that `config` means on this board, in order, inside the current nvpmodel mode: every
+/// floor goes at most to the ceiling the mode set (GPU devfreq `max_freq`, each CPU's
+/// `scaling_max_freq`, the EMC's `emc_iso_cap`), and no ceiling is ever raised, as jetson_clocks does.
+/// `modes` only words the errors.
+pub fn plan(config: &PowerConfig, disc: &Discovered, modes: &ModeContext) -> Result<Plan, PowerError> {
     if !PROFILES.contains(&config.profile.as_str()) {
         return Err(PowerError(format!(
             "[power] profile = '{}': use one of {}",
@@ -134,34 +201,50 @@ pub fn plan(config: &PowerConfig, disc: &Discovered) -> Result<Vec<Write>, Power
         )));
     }
     let full = config.profile != "dynamic";
-    let mut out = Vec::new();
+    let locked = config.profile == "locked";
+    let mut out = Plan::default();
 
-    // GPU: lock the floor (max/locked) or at gpu_mhz.
-    let gpu_target = match (&disc.gpu, config.gpu_mhz, full) {
-        (Some(g), Some(mhz), _) => Some(snap_gpu(&g.available, mhz, "[power] gpu_mhz")?),
-        (Some(g), None, true) => g
-            .available
-            .last()
-            .copied()
-            .or(read_value(&g.dir.join("max_freq")).ok().and_then(|v| v.parse().ok())),
-        (None, Some(_), _) => {
+    // GPU: the floor at the mode's ceiling (max), or min = max at gpu_mhz (locked, or gpu_mhz given).
+    match (&disc.gpu, config.gpu_mhz) {
+        (Some(g), wanted) if wanted.is_some() || full => {
+            let top = g.available.last().copied().unwrap_or(0);
+            let ceiling =
+                read_u64(&g.dir.join("max_freq")).or(g.available.last().copied()).ok_or_else(|| {
+                    PowerError(format!("{}: no max_freq and no available_frequencies", g.dir.display()))
+                })?;
+            let target = match wanted {
+                Some(mhz) => {
+                    let f = snap_gpu(&g.available, mhz, "[power] gpu_mhz")?;
+                    if f > ceiling {
+                        let allowing = modes.allowing(f, top.max(f), |m| m.gpu_max);
+                        return Err(above_ceiling(
+                            "gpu_mhz",
+                            f as f64 / 1e6,
+                            "GPU",
+                            ceiling as f64 / 1e6,
+                            allowing,
+                            modes,
+                        ));
+                    }
+                    f
+                }
+                None => ceiling,
+            };
+            // The floor first (it is at or below the ceiling), then the ceiling down to it.
+            out.writes.push(w(g.dir.join("min_freq"), target));
+            if (locked || wanted.is_some()) && target != ceiling {
+                out.writes.push(w(g.dir.join("max_freq"), target));
+            }
+        }
+        (None, Some(_)) => {
             return Err(PowerError("[power] gpu_mhz: no GPU devfreq node found on this board".into()))
         }
-        _ => None,
-    };
-    if let (Some(g), Some(f)) = (&disc.gpu, gpu_target) {
-        let top = g.available.last().copied().unwrap_or(f);
-        // Widen the ceiling first so the floor can move, then pin both.
-        out.push(w(g.dir.join("max_freq"), top));
-        out.push(w(g.dir.join("min_freq"), f));
-        if config.profile == "locked" || config.gpu_mhz.is_some() {
-            out.push(w(g.dir.join("max_freq"), f));
-        }
+        _ => {}
     }
     if let Some(g) = &disc.gpu {
         if config.gpu_railgate_off.unwrap_or(full) {
             if let Some(r) = &g.railgate {
-                out.push(w(r.clone(), 0));
+                out.writes.push(w(r.clone(), 0));
             }
         }
     }
@@ -169,44 +252,61 @@ pub fn plan(config: &PowerConfig, disc: &Discovered) -> Result<Vec<Write>, Power
     // CPU.
     for c in &disc.cpus {
         if let Some(gov) = &config.cpu_governor {
-            out.push(w(c.cpufreq.join("scaling_governor"), gov));
+            out.writes.push(w(c.cpufreq.join("scaling_governor"), gov));
         }
-        let floor = match (config.cpu_min_mhz, full) {
-            (Some(mhz), _) => Some(snap_cpu(&c.available, c.max_khz, mhz)),
-            (None, true) => Some(c.max_khz).filter(|&k| k > 0),
-            _ => None,
-        };
-        if let Some(khz) = floor {
-            out.push(w(c.cpufreq.join("scaling_max_freq"), c.max_khz.max(khz)));
-            out.push(w(c.cpufreq.join("scaling_min_freq"), khz));
-            if config.profile == "locked" {
-                out.push(w(c.cpufreq.join("scaling_max_freq"), khz));
+        if config.cpu_min_mhz.is_some() || full {
+            let ceiling = read_u64(&c.cpufreq.join("scaling_max_freq")).unwrap_or(c.max_khz);
+            let target = match config.cpu_min_mhz {
+                Some(mhz) => {
+                    let khz = snap_cpu(&c.available, c.max_khz, mhz);
+                    if khz > ceiling {
+                        let allowing = modes.allowing(khz, c.max_khz.max(khz), |m| m.cpu_ceiling(c.index));
+                        return Err(above_ceiling(
+                            "cpu_min_mhz",
+                            khz as f64 / 1e3,
+                            &format!("cpu{}", c.index),
+                            ceiling as f64 / 1e3,
+                            allowing,
+                            modes,
+                        ));
+                    }
+                    khz
+                }
+                None => ceiling,
+            };
+            if target > 0 {
+                out.writes.push(w(c.cpufreq.join("scaling_min_freq"), target));
+                if locked && target != ceiling {
+                    out.writes.push(w(c.cpufreq.join("scaling_max_freq"), target));
+                }
             }
         }
         if config.cpuidle_off.unwrap_or(full) {
-            out.extend(c.idle_states.iter().map(|s| w(s.clone(), 1)));
+            out.writes.extend(c.idle_states.iter().map(|s| w(s.clone(), 1)));
         }
     }
 
-    // EMC.
+    // EMC: locked at the highest rate the mode allows. Only the lock is a setting; the rate is a reading.
     if config.emc_lock.unwrap_or(full) {
         match &disc.emc {
             Some(Emc::Bpmp { dir, cap }) => {
                 let max: u64 = read_value(&dir.join("max_rate"))?.parse().unwrap_or(0);
-                let cap: u64 = cap
-                    .as_deref()
-                    .and_then(|c| read_value(c).ok()?.parse().ok())
-                    .filter(|&c| c > 0)
-                    .unwrap_or(max);
-                out.push(w(dir.join("mrq_rate_locked"), 1));
-                out.push(w(dir.join("rate"), max.min(cap)));
+                let cap = cap.as_deref().and_then(read_u64).filter(|&c| c > 0 && c < max).unwrap_or(max);
+                out.writes.push(w(dir.join("mrq_rate_locked"), 1));
+                out.writes.push(Write {
+                    path: dir.join("rate"),
+                    value: cap.to_string(),
+                    kind: Kind::Dynamic,
+                });
             }
             Some(Emc::T210 { dir, max_rate }) => {
-                out.push(w(dir.join("clk_update_rate"), read_value(max_rate)?));
-                out.push(w(dir.join("clk_state"), 1));
+                // clk_update_rate is the override's own setting (it reads back as written, and is inert
+                // while clk_state is 0); the live rate is clk_rate, never written.
+                out.writes.push(w(dir.join("clk_update_rate"), read_value(max_rate)?));
+                out.writes.push(w(dir.join("clk_state"), 1));
             }
             Some(Emc::Devfreq { dir }) => {
-                out.push(w(dir.join("min_freq"), read_value(&dir.join("max_freq"))?))
+                out.writes.push(w(dir.join("min_freq"), read_value(&dir.join("max_freq"))?))
             }
             None if config.emc_lock == Some(true) => {
                 return Err(PowerError(
@@ -217,11 +317,16 @@ pub fn plan(config: &PowerConfig, disc: &Discovered) -> Result<Vec<Write>, Power
         }
     }
 
+    // Fan: pause whatever else drives the PWM, then set it.
     if let Some(pwm) = config.fan_pwm {
-        match &disc.fan_pwm {
-            Some(p) => out.push(w(p.clone(), pwm)),
-            None => return Err(PowerError("[power] fan_pwm: no fan PWM file found on this board".into())),
+        let Some(fan) = &disc.fan else {
+            return Err(PowerError("[power] fan_pwm: no fan PWM file found on this board".into()));
+        };
+        out.stop_services.extend(fan.service.clone());
+        if let Some(t) = &fan.temp_control {
+            out.writes.push(w(t.clone(), 0));
         }
+        out.writes.push(w(fan.pwm.clone(), pwm));
     }
     Ok(out)
 }

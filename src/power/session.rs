@@ -4,21 +4,37 @@
 
 use std::sync::Mutex;
 
-use super::nvpmodel::Nvpmodel;
-use super::{apply_with_mode, plan, Board, Discovered, PowerConfig, PowerError, StateFile};
+use super::nvpmodel::ModeContext;
+use super::{engage, plan, Board, Discovered, Failure, PowerConfig, PowerError, StateFile};
 
-/// What the panic hook needs to restore clocks.
-static ACTIVE: Mutex<Option<(StateFile, std::path::PathBuf, Discovered)>> = Mutex::new(None);
+/// A session's clocks as the panic hook needs them: its state file, root and files.
+type Active = (StateFile, std::path::PathBuf, Discovered);
 
-/// Restores the clocks recorded by an active session (used by the panic hook and signal paths).
-pub fn restore_active() {
-    let taken = ACTIVE.lock().map(|mut a| a.take()).unwrap_or(None);
-    if let Some((state, root, disc)) = taken {
-        match state.restore(&root, &disc) {
-            Ok(n) => eprintln!("jetdetect: restored {n} clock values"),
-            Err(e) => eprintln!("jetdetect: clock restore failed: {e}"),
-        }
+/// Every session holding clocks in this process, by state file (one in the daemon; tests run several).
+static ACTIVE: Mutex<Vec<Active>> = Mutex::new(Vec::new());
+
+fn active() -> std::sync::MutexGuard<'static, Vec<Active>> {
+    ACTIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sets (or, with `None`, clears) what the panic hook would restore for `state`.
+fn register(state: &StateFile, entry: Option<Active>) {
+    let mut a = active();
+    a.retain(|(s, _, _)| s != state);
+    a.extend(entry);
+}
+
+fn restore_one((state, root, disc): Active) {
+    match state.restore(&root, &disc) {
+        Ok(n) => eprintln!("jetdetect: restored {n} clock values"),
+        Err(e) => eprintln!("jetdetect: clock restore failed: {e}"),
     }
+}
+
+/// Restores the clocks of every active session (used by the panic hook and signal paths).
+pub fn restore_active() {
+    let taken = std::mem::take(&mut *active());
+    taken.into_iter().for_each(restore_one);
 }
 
 /// Clock control for the lifetime of a run.
@@ -28,33 +44,17 @@ pub struct PowerSession {
     /// Its files.
     pub discovered: Discovered,
     applied: bool,
+    state: StateFile,
 }
 
 impl PowerSession {
-    /// Detects the board, restores a stale state file, and applies the profile.
+    /// Detects the board, restores a stale state file, and applies the profile inside the
+    /// nvpmodel mode ([`super::apply`]). A profile that cannot be planned is always an error; what
+    /// the system refuses is an error only with `[power] on_failure = "exit"`.
     pub fn start(config: &PowerConfig) -> Result<PowerSession, PowerError> {
         let board = Board::detect(&config.root);
-        let discovered = Discovered::scan(&config.root);
         log::info!("board: {board}");
         let state = StateFile::new(&config.state_file);
-        // Checked before anything is touched: a profile or mode that cannot be planned is a
-        // configuration mistake, and always an error.
-        let writes = plan(config, &discovered)?;
-        let nv = match &config.nvpmodel {
-            Some(wanted) => {
-                let nv = Nvpmodel::find(&config.root).ok_or_else(|| {
-                    PowerError(format!(
-                        "[power] nvpmodel = '{wanted}': nvpmodel is not installed on this system"
-                    ))
-                })?;
-                let mode = nv.resolve(wanted)?;
-                Some((nv, mode))
-            }
-            None => None,
-        };
-        let mut session = PowerSession { board, discovered, applied: false };
-        // From here on the system may refuse (a busy or read-only clock file, a full or
-        // read-only state directory): `on_failure` decides whether to run on unpinned.
         let keep_going = |e: PowerError| -> Result<(), PowerError> {
             if config.on_failure == "continue" {
                 log::error!(
@@ -67,57 +67,64 @@ impl PowerSession {
                 Err(e)
             }
         };
-        if state.exists() {
-            log::warn!(
-                "{}: clocks from an unclean exit are still changed: restoring them first",
-                state.path.display()
-            );
-            match state.restore(&config.root, &session.discovered) {
-                Ok(n) => log::info!("restored {n} clock values"),
-                Err(e) => {
-                    keep_going(e)?;
-                    return Ok(session);
-                }
+        if !board.is_jetson() {
+            let discovered = Discovered::scan(&config.root);
+            // Checked all the same: a profile that cannot be planned is a configuration mistake.
+            let planned = plan(config, &discovered, &ModeContext::default())?;
+            if !planned.is_empty() || config.nvpmodel.is_some() {
+                log::warn!("[power] profile '{}' ignored: {board}", config.profile);
             }
-        }
-        if writes.is_empty() && nv.is_none() {
-            return Ok(session);
-        }
-        if !session.board.is_jetson() {
-            log::warn!("[power] profile '{}' ignored: {}", config.profile, session.board);
-            return Ok(session);
+            return Ok(PowerSession { board, discovered, applied: false, state });
         }
         // Register before applying, so a panic mid-way still restores.
-        *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((state.clone(), config.root.clone(), session.discovered.clone()));
+        register(&state, Some((state.clone(), config.root.clone(), Discovered::scan(&config.root))));
         install_panic_hook();
-        let result = match apply_with_mode(
-            &config.root,
-            &session.discovered,
-            nv.as_ref().map(|(n, m)| (n, m.clone())),
-            &writes,
-            &state,
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                // apply_with_mode has undone its writes; nothing is left to restore.
-                *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                keep_going(e)?;
-                return Ok(session);
+        let engaged = match engage(config, &state) {
+            Ok(e) => e,
+            Err(failure) => {
+                // engage has put back what it changed; nothing is left to restore.
+                register(&state, None);
+                return match failure {
+                    Failure::Config(e) => Err(e),
+                    Failure::System(e) => {
+                        keep_going(e)?;
+                        Ok(PowerSession {
+                            board,
+                            discovered: Discovered::scan(&config.root),
+                            applied: false,
+                            state,
+                        })
+                    }
+                };
             }
         };
+        match &engaged.stale {
+            Some(Ok(n)) => log::warn!(
+                "{}: {n} clock values from an unclean exit were still changed: restored them first",
+                state.path.display()
+            ),
+            Some(Err(e)) => log::error!("{e}"),
+            None => {}
+        }
+        let applied = state.exists();
+        register(&state, applied.then(|| (state.clone(), config.root.clone(), engaged.discovered.clone())));
+        let result = &engaged.applied;
         if let Some(r) = &result.reboot_needed {
             log::warn!("{r}");
         }
-        session.applied = true;
-        log::info!("[power] profile '{}': {} writes", config.profile, result.written);
-        for (p, want, got) in &result.mismatches {
-            log::warn!(
-                "{}: set to {want} but reads {got}: the setting did not take (capped by nvpmodel?)",
-                p.display()
-            );
+        if let Some(m) = &engaged.mode {
+            log::info!("[power] nvpmodel mode {}", m.label());
         }
-        Ok(session)
+        for unit in &result.stopped {
+            log::info!("[power] stopped {unit} while the profile holds (started again on restore)");
+        }
+        if applied {
+            log::info!("[power] profile '{}': {} writes", config.profile, result.written);
+        }
+        for (p, want, got) in &result.mismatches {
+            log::warn!("{}: set to {want} but reads {got}: the setting did not take", p.display());
+        }
+        Ok(PowerSession { board, discovered: engaged.discovered, applied, state })
     }
 
     /// True when the profile was applied (and will be restored).
@@ -129,7 +136,11 @@ impl PowerSession {
 impl Drop for PowerSession {
     fn drop(&mut self) {
         if self.applied {
-            restore_active();
+            let mine = {
+                let mut a = active();
+                a.iter().position(|(s, _, _)| s == &self.state).map(|i| a.remove(i))
+            };
+            mine.into_iter().for_each(restore_one);
         }
     }
 }

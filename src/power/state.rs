@@ -1,7 +1,10 @@
-//! The clock state file: the original value of every file a profile writes,
-//! saved atomically before the first write. Its presence means "clocks are
-//! changed": a clean stop restores and deletes it; after a crash, SIGKILL or
-//! power loss the next start finds it and restores first.
+//! The clock state file: the original value of every setting a profile
+//! changes (files, the nvpmodel mode, paused services), saved atomically before
+//! the first change. Its presence means "clocks are changed": a clean stop
+//! restores and deletes it; after a crash, SIGKILL or power loss the next start
+//! finds it and restores first. Only settings are recorded, never readings
+//! that move on their own (the EMC rate): a restore must always be able to
+//! finish, or the next start could not pin.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -34,21 +37,39 @@ impl StateFile {
         PowerError(format!("{}: {what}: {e}", self.path.display()))
     }
 
-    /// Saves `originals` atomically (temp file, fsync, rename). An existing
-    /// state file is kept: its values are the true originals.
-    pub fn save(&self, root: &Path, originals: &[(PathBuf, String)]) -> Result<(), PowerError> {
+    /// Records `originals` atomically (temp file, fsync, rename) before they are changed. Where the
+    /// file exists already (a run that did not stop cleanly left values it could not restore), its
+    /// values are the true originals: they are kept, and only settings it does not hold are added.
+    pub fn record(&self, root: &Path, originals: &[(PathBuf, String)]) -> Result<(), PowerError> {
+        let mut values = Vec::new();
         if self.exists() {
-            return Err(self.err(
-                "clock changes from an earlier run are still recorded here",
-                "restore them first (`jetdetect clocks restore`)",
-            ));
+            let (recorded_root, old) = self.load()?;
+            if recorded_root != root {
+                return Err(self.err(
+                    "clock changes for another root are still recorded here",
+                    format!(
+                        "restore them first (`jetdetect clocks restore --root {}`)",
+                        recorded_root.display()
+                    ),
+                ));
+            }
+            values = old;
         }
+        for (p, v) in originals {
+            if !values.iter().any(|(q, _)| q == p) {
+                values.push((p.clone(), v.clone()));
+            }
+        }
+        self.write(root, &values)
+    }
+
+    fn write(&self, root: &Path, values: &[(PathBuf, String)]) -> Result<(), PowerError> {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| self.err("cannot create its folder (StateDirectory)", e))?;
         }
         let mut text = format!("{MAGIC}\nroot\t{}\npid\t{}\n", root.display(), std::process::id());
-        for (p, v) in originals {
+        for (p, v) in values {
             if v.contains(['\n', '\t']) {
                 return Err(self.err("cannot record a value with a tab or newline", p.display()));
             }
@@ -80,7 +101,7 @@ impl StateFile {
         })
     }
 
-    /// The recorded root and `(path, original value)` pairs.
+    /// The recorded root and `(path, original value)` pairs, in the order they were recorded.
     pub fn load(&self) -> Result<(PathBuf, Vec<(PathBuf, String)>), PowerError> {
         let meta = std::fs::symlink_metadata(&self.path).map_err(|e| self.err("cannot read", e))?;
         if meta.file_type().is_symlink() {
@@ -90,7 +111,20 @@ impl StateFile {
         let text = std::fs::read_to_string(&self.path).map_err(|e| self.err("cannot read", e))?;
         let mut lines = text.lines();
         if lines.next() != Some(MAGIC) {
-            return Err(self.err("not a jetdetect clock state file", "remove it if it is stale"));
+            // Not ours, or cut short: it can restore nothing, and left in place it would stop every
+            // later start from pinning. Keep it aside for a look, and go on without it.
+            let aside = self.path.with_extension("state.bad");
+            let moved = std::fs::rename(&self.path, &aside);
+            return Err(self.err(
+                "not a jetdetect clock state file",
+                match moved {
+                    Ok(()) => format!(
+                        "moved aside to {} (the clocks it stood for are as they are now)",
+                        aside.display()
+                    ),
+                    Err(e) => format!("and it cannot be moved aside ({e}): remove it"),
+                },
+            ));
         }
         let mut root = PathBuf::from("/");
         let mut values = Vec::new();
@@ -105,10 +139,43 @@ impl StateFile {
         Ok((root, values))
     }
 
-    /// Writes the originals back (several passes, since frequency floors and
-    /// ceilings constrain each other), then deletes the file. Only files the
-    /// discovery under `root` found writable are touched. Returns how many
-    /// files were restored.
+    /// Puts one recorded value back; `Ok(true)` when it holds (or there is nothing left to put back).
+    fn put_back(root: &Path, allowed: &[PathBuf], key: &Path, value: &str) -> Result<bool, PowerError> {
+        let name = key.to_string_lossy();
+        if name == super::NVPMODEL_KEY {
+            let (Some(nv), Ok(id)) = (super::nvpmodel::Nvpmodel::find(root), value.parse::<u32>()) else {
+                return Err(PowerError(format!("cannot restore nvpmodel mode {value}: nvpmodel not found")));
+            };
+            return nv.set(id).map(|_| true);
+        }
+        if let Some(unit) = name.strip_prefix(super::service::KEY_PREFIX) {
+            let ctl = super::service::Systemctl::require(root, unit)?;
+            ctl.set_running(unit, value == "active")?;
+            return Ok(true);
+        }
+        match read_value(key) {
+            // Already at the original value (e.g. the write that changed it never happened).
+            Ok(cur) if same_value(&cur, value) => Ok(true),
+            Ok(_) => write_value(allowed, key, value)
+                .and_then(|_| read_value(key))
+                .map(|got| same_value(&got, value)),
+            // Gone (a core taken offline, a GPU not registered after a reboot): the setting is not in
+            // effect, so there is nothing to put back.
+            Err(_) if !key.exists() => {
+                log::info!("{}: no longer present; nothing to restore", key.display());
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the originals back, last changed first (an undo: a ceiling lowered after its floor
+    /// went up is raised before the floor comes down; a service paused before its PWM was set is
+    /// started after the PWM is back; the nvpmodel mode goes back last), with further passes for
+    /// what the kernel refused while its neighbours were in the way. Only files the discovery under
+    /// `root` found writable are touched. Then the file is deleted; what could not be restored
+    /// stays recorded (and only that), so the next start retries it, and a profile applied meanwhile
+    /// keeps its originals. Returns how many values were restored.
     pub fn restore(&self, root: &Path, disc: &Discovered) -> Result<usize, PowerError> {
         let (recorded_root, values) = self.load()?;
         if recorded_root != root {
@@ -122,31 +189,12 @@ impl StateFile {
             ));
         }
         let allowed = disc.writable();
-        let mut pending: Vec<&(PathBuf, String)> = values.iter().collect();
+        let mut pending: Vec<&(PathBuf, String)> = values.iter().rev().collect();
         let mut last_error = None;
         for _ in 0..3 {
             let mut left = Vec::new();
             for item in pending {
-                let (p, v) = item;
-                if p.as_os_str() == super::NVPMODEL_KEY {
-                    let ok = match (super::nvpmodel::Nvpmodel::find(root), v.parse::<u32>()) {
-                        (Some(nv), Ok(id)) => nv.set(id).map(|_| true),
-                        _ => Err(PowerError(format!("cannot restore nvpmodel mode {v}: nvpmodel not found"))),
-                    };
-                    if let Err(e) = ok {
-                        last_error = Some(e);
-                        left.push(item);
-                    }
-                    continue;
-                }
-                // Already at the original value (e.g. the write that changed it never happened) counts as restored.
-                let ok = match read_value(p) {
-                    Ok(cur) if same_value(&cur, v) => Ok(true),
-                    _ => {
-                        write_value(&allowed, p, v).and_then(|_| read_value(p)).map(|got| same_value(&got, v))
-                    }
-                };
-                match ok {
+                match Self::put_back(root, &allowed, &item.0, &item.1) {
                     Ok(true) => {}
                     Ok(false) => left.push(item),
                     Err(e) => {
@@ -162,13 +210,18 @@ impl StateFile {
         }
         if !pending.is_empty() {
             let names: Vec<String> = pending.iter().map(|(p, v)| format!("{} = {v}", p.display())).collect();
+            let keep: Vec<(PathBuf, String)> =
+                pending.iter().rev().map(|&(p, v)| (p.clone(), v.clone())).collect();
+            let kept =
+                self.write(root, &keep).map(|_| "is kept with only these, so the next start retries them");
             return Err(PowerError(format!(
-                "could not restore {} of {} clock values ({}){}; {} is kept so the next start retries",
+                "could not restore {} of {} clock values ({}){}; {} {}",
                 pending.len(),
                 values.len(),
                 names.join(", "),
                 last_error.map(|e| format!(": {e}")).unwrap_or_default(),
-                self.path.display()
+                self.path.display(),
+                kept.unwrap_or("is kept as it was")
             )));
         }
         std::fs::remove_file(&self.path).map_err(|e| self.err("restored, but cannot remove", e))?;
@@ -190,7 +243,7 @@ mod tests {
         std::fs::write(&victim, "precious\n").unwrap();
         let state = StateFile::new(dir.join("clocks.state"));
         std::os::unix::fs::symlink(&victim, state.path.with_extension("state.tmp")).unwrap();
-        state.save(Path::new("/"), &[(PathBuf::from("/sys/x"), "1".into())]).unwrap();
+        state.record(Path::new("/"), &[(PathBuf::from("/sys/x"), "1".into())]).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
         assert!(!std::fs::symlink_metadata(&state.path).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::metadata(&state.path).unwrap().permissions().mode() & 0o777, 0o600);

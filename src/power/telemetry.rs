@@ -32,9 +32,14 @@ pub struct Telemetry {
     pub temp_c: BTreeMap<String, f64>,
     /// Power per rail in mW.
     pub power_mw: BTreeMap<String, f64>,
-    /// Total input power in mW (VDD_IN / POM_5V_IN), when a rail measures it.
+    /// Total power in mW, as jtop counts it: the board's input rail where it has one (`VIN` on Thor,
+    /// `POM_5V_IN` on JetPack 4, `VDD_IN`), otherwise the sum of every rail (AGX Xavier and AGX Orin
+    /// measure no input rail: their `VIN_SYS_5V0` is one rail among others, not the total).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_mw: Option<f64>,
+    /// Where `total_mw` comes from: the input rail's name, or `sum of rails`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_from: Option<String>,
     /// GPU and CPU floors equal their ceilings.
     pub pinned: bool,
     /// A clock below its pinned floor, or a zone at or over its trip point.
@@ -43,6 +48,9 @@ pub struct Telemetry {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub throttle_reasons: Vec<String>,
 }
+
+/// Rails that measure the whole board's input, in jtop's order of preference.
+const TOTAL_RAILS: [&str; 3] = ["VIN", "POM_5V_IN", "VDD_IN"];
 
 fn num(p: &std::path::Path) -> Option<f64> {
     read_value(p).ok()?.parse().ok()
@@ -123,7 +131,17 @@ impl Telemetry {
                 t.power_mw.insert(r.name.clone(), mw.round());
             }
         }
-        t.total_mw = ["VDD_IN", "POM_5V_IN", "VIN_SYS_5V0"].iter().find_map(|n| t.power_mw.get(*n).copied());
+        match TOTAL_RAILS.iter().find(|n| t.power_mw.contains_key(**n)) {
+            Some(n) => {
+                t.total_mw = t.power_mw.get(*n).copied();
+                t.total_from = Some(n.to_string());
+            }
+            None if !t.power_mw.is_empty() => {
+                t.total_mw = Some(t.power_mw.values().sum());
+                t.total_from = Some("sum of rails".into());
+            }
+            None => {}
+        }
         t.pinned = !floors_pinned.is_empty() && floors_pinned.iter().all(|&p| p);
         t.throttling = !t.throttle_reasons.is_empty();
         t

@@ -16,7 +16,13 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every file and symlink under `dir`, with contents / targets, sorted.
+/// Files that are readings, not settings: the hardware moves them on its own (the board emulator
+/// does too), so a profile may write one (the EMC `rate`, when it locks the EMC) but never saves or
+/// restores it, as jetson_clocks does. [`snapshot`] keeps their names, not their contents.
+pub const READINGS: [&str; 5] = ["clk/emc/rate", "cur_freq", "scaling_cur_freq", "clk_rate", "load"];
+
+/// Every file and symlink under `dir`, with contents / targets, sorted; a reading ([`READINGS`])
+/// with its name only.
 pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -29,6 +35,8 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
                 out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
             } else if meta.is_dir() {
                 stack.push(p);
+            } else if READINGS.iter().any(|r| rel.ends_with(r)) {
+                out.push((rel, b"(reading)".to_vec()));
             } else {
                 out.push((rel, std::fs::read(&p).unwrap()));
             }
