@@ -263,23 +263,34 @@ fn a_fixed_fan_pauses_its_controller_and_resumes_it_on_restore() {
 
 #[test]
 fn an_nvpmodel_switch_is_followed_by_discovery_and_a_new_plan_and_undone_last() {
-    let b = emulated!("orin-nano-7w", "switch");
-    let root = b.root().to_path_buf();
-    let before = settings(&root);
-    let mut cfg = config(&root, "max");
-    cfg.nvpmodel = Some("25W".into());
-    let state = StateFile::new(&cfg.state_file);
-    let done = power::engage(&cfg, &state).unwrap();
-    assert_eq!(done.mode.as_ref().unwrap().name, "25W");
-    assert_eq!(done.discovered.cpus.len(), 6, "25W brings cores 4 and 5 online: discovered again");
-    for c in 0..6 {
-        let f = format!("devices/system/cpu/cpu{c}/cpufreq/scaling_min_freq");
-        assert_eq!(b.value(&f), "1344000", "cpu{c} pinned at 25W's ceiling");
+    for profile in ["max", "locked"] {
+        let b = emulated!("orin-nano-7w", profile);
+        let root = b.root().to_path_buf();
+        let before = settings(&root);
+        let mut cfg = config(&root, profile);
+        cfg.nvpmodel = Some("25W".into());
+        // Locked below 25W's ceiling, so that the ceiling itself is changed and recorded.
+        let gpu = if profile == "locked" {
+            cfg.gpu_mhz = Some(714);
+            "714000000"
+        } else {
+            "918000000"
+        };
+        let state = StateFile::new(&cfg.state_file);
+        let done = power::engage(&cfg, &state).unwrap();
+        assert_eq!(done.mode.as_ref().unwrap().name, "25W");
+        assert_eq!(done.discovered.cpus.len(), 6, "25W brings cores 4 and 5 online: discovered again");
+        for c in 0..6 {
+            let f = format!("devices/system/cpu/cpu{c}/cpufreq/scaling_min_freq");
+            assert_eq!(b.value(&f), "1344000", "{profile}: cpu{c} pinned at 25W's ceiling");
+        }
+        assert_eq!(b.value(&format!("{ORIN_GPU}/min_freq")), gpu, "{profile}: the GPU inside 25W");
+        state.restore(&root, &done.discovered).unwrap();
+        assert_eq!(b.value("devices/system/cpu/cpu5/online"), "0", "{profile}: back in 7W");
+        // Undone last-first: the clocks inside 25W, then the mode; never 25W's values over 7W's.
+        assert_eq!(b.value(&format!("{ORIN_GPU}/max_freq")), "408000000", "{profile}: 7W's ceiling");
+        assert!(settings(&root) == before, "{profile}: clocks restored inside 25W, then the mode");
     }
-    assert_eq!(b.value(&format!("{ORIN_GPU}/min_freq")), "918000000", "the GPU at 25W's ceiling");
-    state.restore(&root, &done.discovered).unwrap();
-    assert_eq!(b.value("devices/system/cpu/cpu5/online"), "0", "back in 7W");
-    assert!(settings(&root) == before, "clocks restored inside 25W, then the mode");
 }
 
 #[test]
