@@ -278,6 +278,9 @@ impl Config {
         if !self.engine.library.as_os_str().is_empty() {
             files.push(("engine", "library", &self.engine.library));
         }
+        if let Some(t) = &self.engine.tensorrt.int8_calibration_table {
+            files.push(("engine.tensorrt", "int8_calibration_table", t));
+        }
         for (section, key, file) in files {
             if let Some(link) = link_inside(dir, file) {
                 let (what, fix) = if key.is_empty() {
@@ -329,6 +332,8 @@ impl Config {
             self.engine.library = join(base, &self.engine.library);
         }
         self.power.state_file = join(base, &self.power.state_file);
+        let table = &mut self.engine.tensorrt.int8_calibration_table;
+        *table = table.as_deref().map(|p| join(base, p));
         // A relative file:// location is relative to the config file too.
         if let Some(rest) = self.source.uri.strip_prefix("file://") {
             if !rest.starts_with('/') {
@@ -407,6 +412,26 @@ impl Config {
                 "engine.tensorrt",
                 "int8_calibration_table",
                 "precision = \"int8\" needs a calibration table".into(),
+            ));
+        }
+        if t.dla_core.is_some() && t.precision == "fp32" {
+            return Err(err(
+                "engine.tensorrt",
+                "precision",
+                "\"fp32\" cannot run on the DLA, which computes in FP16 and INT8 only: use \"fp16\" (or \"int8\"), \
+                 or remove dla_core to run FP32 on the GPU"
+                    .into(),
+            ));
+        }
+        if t.cuda_graph {
+            return Err(err(
+                "engine.tensorrt",
+                "cuda_graph",
+                "CUDA graphs need the model's input and output bound to fixed device buffers (ONNX Runtime \
+                 captures the run once and replays it), but jetdetect binds the output to host memory, where \
+                 the decoder reads it: remove cuda_graph (TensorRT's engine runs at the same speed without it; \
+                 the graph only saves kernel-launch time)"
+                    .into(),
             ));
         }
         if t.builder_optimization_level > 5 {
@@ -518,6 +543,14 @@ impl Config {
                 });
             }
         }
+        let t = &self.engine.tensorrt;
+        if let (true, Some(table)) = (t.precision == "int8", &t.int8_calibration_table) {
+            engine::calibration::read(table).map_err(|message| ConfigError {
+                file: path.to_path_buf(),
+                line: locate(text, "engine.tensorrt", "int8_calibration_table"),
+                message: format!("[engine.tensorrt] int8_calibration_table: {message}"),
+            })?;
+        }
         Ok(())
     }
 
@@ -613,6 +646,41 @@ mod tests {
         assert_eq!(c.model.names, Some(PathBuf::from("/opt/jd/configs/n.names")));
         assert_eq!(c.source.uri, "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey");
         assert_eq!(c.output.socket, PathBuf::from("/opt/jd/configs/d.sock"));
+    }
+
+    #[test]
+    fn tensorrt_options_the_hardware_cannot_run_are_refused_naming_the_key() {
+        let e = parse("[engine.tensorrt]\nprecision = \"fp32\"\ndla_core = 0\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("FP16 and INT8 only") && e.message.contains("remove dla_core"), "{e}");
+        parse("[engine.tensorrt]\nprecision = \"fp16\"\ndla_core = 0\n").unwrap();
+        parse("[engine.tensorrt]\nprecision = \"fp32\"\n").unwrap();
+        let e = parse("[engine.tensorrt]\ncuda_graph = true\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("device buffers") && e.message.contains("remove cuda_graph"), "{e}");
+    }
+
+    #[test]
+    fn an_int8_table_that_is_not_tensorrts_is_refused_by_check_with_what_it_is() {
+        let d = std::env::temp_dir().join(format!("jd-config-int8-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("m.onnx"), b"model").unwrap();
+        std::fs::write(d.join("calibration.json"), b"{\"images\": [0.0, 2.5]}").unwrap();
+        std::fs::write(d.join("calib.cache"), b"TRT-8601-EntropyCalibration2\nimages: 3c010a14\n").unwrap();
+        let text = |table: &str| {
+            format!("[model]\npath = \"m.onnx\"\n[engine.tensorrt]\nprecision = \"int8\"\nint8_calibration_table = \"{table}\"\n")
+        };
+        let path = d.join("c.toml");
+        let c = Config::parse(&text("calibration.json"), &path).unwrap();
+        let e = c.check_files(&path, &text("calibration.json")).unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message.contains("calibration.json") && e.message.contains("not TensorRT's calibration cache"),
+            "{e}"
+        );
+        let c = Config::parse(&text("calib.cache"), &path).unwrap();
+        c.check_files(&path, &text("calib.cache")).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

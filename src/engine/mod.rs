@@ -6,6 +6,7 @@
 //! Engines know nothing about cameras or boxes. A new backend (ONNX Runtime,
 //! TensorRT) is a new module implementing the trait plus one arm in [`open`].
 
+pub mod calibration;
 pub mod onnxruntime;
 pub mod tract;
 

@@ -33,7 +33,9 @@ pub struct TensorRtOptions {
     pub cache_dir: PathBuf,
     /// TensorRT builder optimisation level, 0..=5.
     pub builder_optimization_level: u8,
-    /// Capture the run as a CUDA graph.
+    /// Capture the run as a CUDA graph. Needs the model's input and output bound to stable device
+    /// buffers; jetdetect binds the output to host memory (decoding runs on the CPU), so the
+    /// configuration refuses it (see `config.rs`).
     pub cuda_graph: bool,
     /// Builder workspace in MiB.
     pub workspace_mib: usize,
@@ -344,7 +346,21 @@ fn tensorrt(
                     "[engine.tensorrt] precision = \"int8\" needs int8_calibration_table".into(),
                 )
             })?;
-            trt = trt.with_int8(true).with_fp16(true).with_int8_calibration_table_name(table.display());
+            // TensorRT's own cache format: without the native flag ONNX Runtime would parse it as its
+            // FlatBuffers table. Checked here, so a wrong file fails at start, not at the engine build.
+            let t = super::calibration::read(table).map_err(EngineError::Model)?;
+            log::info!(
+                "INT8 calibration table {}: TensorRT {} {}, {} tensors",
+                table.display(),
+                t.tensorrt,
+                t.calibrator,
+                t.tensors
+            );
+            trt = trt
+                .with_int8(true)
+                .with_fp16(true)
+                .with_int8_calibration_table_name(table.display())
+                .with_int8_use_native_calibration_table(true);
         }
         other => {
             return Err(EngineError::Model(format!(
