@@ -62,6 +62,13 @@ fn check_schema(v: &Value) {
             assert!(v["version"].is_string() && v["source"].is_string() && v["engine"].is_string());
             assert_eq!(v["input"].as_array().unwrap().len(), 2);
             assert_eq!(v["classes"], serde_json::json!(["box", "ball", "cone"]));
+            // Only with ONNX Runtime: library name -> version.
+            if let Some(r) = v.get("runtime") {
+                assert!(
+                    r["onnxruntime"].is_string() && r.as_object().unwrap().values().all(Value::is_string),
+                    "{v}"
+                );
+            }
         }
         "detections" => {
             for k in

@@ -56,7 +56,13 @@ fn onnxruntime_cpu_matches_tract_on_fixtures_and_the_synthetic_source() {
     for model in ["obstacles-v8.onnx", "obstacles-v5.onnx"] {
         let mut ort = Detector::from_config(&config("onnxruntime", &lib, model)).unwrap();
         let mut tract = Detector::from_config(&config("tract", &lib, model)).unwrap();
-        assert!(ort.engine().describe().starts_with("onnxruntime [cpu]"), "{}", ort.engine().describe());
+        let described = ort.engine().describe();
+        // The version is logged and sent in `hello`: the wheel's library is named for it.
+        let version = lib.file_name().unwrap().to_str().unwrap().rsplit(".so.").next().unwrap().to_string();
+        assert!(described.starts_with(&format!("onnxruntime {version} [cpu]")), "{described}");
+        let runtime = ort.engine().runtime();
+        assert_eq!(runtime.get("onnxruntime"), Some(&version), "{runtime:?}");
+        assert!(!runtime.contains_key("tensorrt") && !runtime.contains_key("cuda"), "CPU only: {runtime:?}");
         assert_eq!(ort.names().name(1), "ball", "names from the model's metadata");
         let mut frame = Frame::empty();
         let mut total = 0;
@@ -258,4 +264,80 @@ fn auto_picks_onnxruntime_when_found_and_tract_otherwise() {
     // Asked for by name, a missing library stays an error.
     let e = Detector::from_config(&config("onnxruntime", missing, "obstacles-v8.onnx")).err().unwrap();
     assert!(e.to_string().contains("/nonexistent-jd/libonnxruntime.so: no such file"), "{e}");
+}
+
+/// An ONNX Runtime 1.16.3 as far as the loader can tell: a library exporting `OrtGetApiBase` whose
+/// version string is 1.16.3 (built here with the C compiler that links jetdetect itself). It is what
+/// a JetPack 5 install of jetson-containers' default ONNX Runtime presents to jetdetect.
+fn old_onnxruntime(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let c = dir.join("fake_ort.c");
+    std::fs::write(
+        &c,
+        "typedef struct { const void* (*GetApi)(unsigned); const char* (*GetVersionString)(void); } Base;\n\
+         static const void* api(unsigned v) { (void)v; return 0; }\n\
+         static const char* version(void) { return \"1.16.3\"; }\n\
+         static const Base base = { api, version };\n\
+         const Base* OrtGetApiBase(void) { return &base; }\n",
+    )
+    .unwrap();
+    let lib = dir.join("libonnxruntime.so.1.16.3");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let ok = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&c)
+        .status()
+        .unwrap_or_else(|e| panic!("{cc}: {e} (a C compiler builds the stand-in library)"));
+    assert!(ok.success());
+    lib
+}
+
+#[test]
+fn an_onnxruntime_older_than_the_floor_is_one_clear_error_with_the_way_to_a_usable_build() {
+    let dir = std::env::temp_dir().join(format!("jd-old-ort-{}", std::process::id()));
+    let lib = old_onnxruntime(&dir);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["detect", "--engine", "onnxruntime", "--model"])
+        .arg(root().join("models/obstacles-v8.onnx"))
+        .arg("--ort-library")
+        .arg(&lib)
+        .arg(root().join("tests/fixtures/images/scene_480x480.png"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&lib.display().to_string())
+            && err.contains("ONNX Runtime 1.16.3 is older than 1.17")
+            && err.contains("JetPack 5.1: an onnxruntime-gpu 1.17 or 1.18 wheel")
+            && err.contains("kind = \"tract\""),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_library_is_found_where_jetpack_installs_it() {
+    use jetdetect::engine::onnxruntime::installed_libraries;
+    let r = std::env::temp_dir().join(format!("jd-ort-search-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&r);
+    let put = |rel: &str| {
+        let p = r.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"").unwrap();
+        p
+    };
+    assert!(installed_libraries(&r).is_empty());
+    // pip wheels on JetPack 5 (Python 3.8) and 6 (3.10): only the versioned name, newest Python first.
+    let jp5 = put("usr/local/lib/python3.8/dist-packages/onnxruntime/capi/libonnxruntime.so.1.18.0");
+    let jp6 = put("usr/local/lib/python3.10/dist-packages/onnxruntime/capi/libonnxruntime.so.1.20.1");
+    put("usr/local/lib/python3.10/dist-packages/onnxruntime/capi/onnxruntime_pybind11_state.so");
+    assert_eq!(installed_libraries(&r), [jp6.clone(), jp5.clone()]);
+    // A source build (jetson-containers) in /usr/local/lib comes first, the highest version first.
+    let old = put("usr/local/lib/libonnxruntime.so.1.17.0");
+    let new = put("usr/local/lib/libonnxruntime.so.1.19.2");
+    assert_eq!(installed_libraries(&r), [new, old, jp6, jp5]);
+    std::fs::remove_dir_all(&r).unwrap();
 }

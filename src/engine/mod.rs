@@ -104,6 +104,12 @@ pub trait Engine: Send {
     /// Metadata stored in the model file (ultralytics stores `names`, `stride`, `imgsz`...).
     fn metadata(&self) -> &BTreeMap<String, String>;
 
+    /// The runtime libraries and their versions (`onnxruntime`, `tensorrt`, `cuda`), for the log and
+    /// the `hello` message; empty for an engine built into jetdetect.
+    fn runtime(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
     /// Compiles `onnx` (one `uint8` input of `input_shape`, one `f32` output
     /// shaped like this engine's input) to run on `device` with its output
     /// bound to this engine's input. After this, [`Engine::input_mut`] is
@@ -164,7 +170,7 @@ fn open_auto(model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, E
         Err(_) => {
             return tract(format!(
                 "no ONNX Runtime library (looked at [engine] library, ORT_DYLIB_PATH, {})",
-                onnxruntime::SEARCH.join(", ")
+                onnxruntime::searched()
             ))
         }
     };

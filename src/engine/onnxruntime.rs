@@ -58,17 +58,84 @@ impl Default for TensorRtOptions {
 /// Execution providers by name, in the order they are tried.
 pub const PROVIDERS: [&str; 3] = ["tensorrt", "cuda", "cpu"];
 
-/// Where ONNX Runtime is looked for when no path is configured.
-pub const SEARCH: [&str; 6] = [
-    "/usr/lib/aarch64-linux-gnu/libonnxruntime.so",
-    "/usr/local/lib/libonnxruntime.so",
-    "/usr/lib/libonnxruntime.so",
-    "/usr/lib/x86_64-linux-gnu/libonnxruntime.so",
-    "/opt/onnxruntime/lib/libonnxruntime.so",
-    "/usr/local/lib/python3/dist-packages/onnxruntime/capi/libonnxruntime.so",
+/// Where ONNX Runtime's library is installed, in order of preference, under the root standing for `/`:
+/// source builds and jetson-containers (`--build_shared_lib`, installed to `/usr/local/lib`), distribution
+/// packages, `/opt`, and the `onnxruntime/capi/` folder of a pip wheel (NVIDIA's and the Jetson Zoo's
+/// `onnxruntime-gpu`, PyPI's `onnxruntime`) in a versioned Python's `dist-packages` or `site-packages`.
+/// A `*` stands for any `python3.N`; each folder is searched for `libonnxruntime.so` and
+/// `libonnxruntime.so.1.N.M` (wheels ship only the versioned name), the highest version first.
+pub const SEARCH: [&str; 9] = [
+    "usr/local/lib",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib",
+    "opt/onnxruntime/lib",
+    "usr/local/lib/python3*/dist-packages/onnxruntime/capi",
+    "usr/lib/python3/dist-packages/onnxruntime/capi",
+    "usr/local/lib/python3*/site-packages/onnxruntime/capi",
+    "usr/lib/python3*/site-packages/onnxruntime/capi",
 ];
 
-/// The library to load: the configured path, `ORT_DYLIB_PATH`, or the first that exists in [`SEARCH`].
+/// The oldest ONNX Runtime jetdetect loads: its binding (`ort` 2.0) needs C API level 17.
+pub const ORT_FLOOR: &str = "1.17";
+
+/// How to get a usable ONNX Runtime, per JetPack (docs/accelerators.md has the table).
+const ORT_WAY: &str = "JetPack 6/7: jetson-containers' onnxruntime (1.17 and newer, TensorRT provider) or \
+    NVIDIA's onnxruntime-gpu wheel for your JetPack; JetPack 5.1: an onnxruntime-gpu 1.17 or 1.18 wheel \
+    built for JetPack 5 (against its TensorRT 8.5), or ONNX Runtime 1.17+ built from source there \
+    (jetson-containers' default for JetPack 5, 1.16.3, is too old); JetPack 4 has no 1.17 build: use \
+    [engine] kind = \"tract\"; a PC: pip install \"onnxruntime>=1.17\". Then set [engine] library \
+    (docs/accelerators.md)";
+
+/// `libonnxruntime.so` or `libonnxruntime.so.1.N.M` in `dir`, the highest version first.
+fn libraries_in(dir: &Path) -> Vec<PathBuf> {
+    let version = |name: &str| -> Option<Vec<u32>> {
+        let rest = name.strip_prefix("libonnxruntime.so")?;
+        if rest.is_empty() {
+            return Some(Vec::new());
+        }
+        rest.strip_prefix('.')?.split('.').map(|p| p.parse().ok()).collect()
+    };
+    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((version(e.file_name().to_str()?)?, e.path())))
+        .collect();
+    // Highest version first; the unversioned name (a link to one of them) after the versioned ones.
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Every ONNX Runtime library under `root`, in the order of [`SEARCH`].
+pub fn installed_libraries(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for pattern in SEARCH {
+        let dirs: Vec<PathBuf> = match pattern.split_once("python3*") {
+            Some((before, after)) => {
+                let base = root.join(before);
+                let mut pythons: Vec<(u32, PathBuf)> = std::fs::read_dir(&base)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|e| {
+                        let minor = e.file_name().to_str()?.strip_prefix("python3.")?.parse().ok()?;
+                        Some((minor, e.path().join(after.trim_start_matches('/'))))
+                    })
+                    .collect();
+                pythons.sort_by_key(|p| std::cmp::Reverse(p.0));
+                pythons.into_iter().map(|(_, d)| d).collect()
+            }
+            None => vec![root.join(pattern)],
+        };
+        for d in dirs {
+            out.extend(libraries_in(&d));
+        }
+    }
+    out
+}
+
+/// The library to load: the configured path, `ORT_DYLIB_PATH`, or the first found in [`SEARCH`].
 pub fn find_library(configured: Option<&Path>) -> Result<PathBuf, EngineError> {
     if let Some(p) = configured.filter(|p| !p.as_os_str().is_empty()) {
         return Ok(p.to_path_buf());
@@ -76,14 +143,43 @@ pub fn find_library(configured: Option<&Path>) -> Result<PathBuf, EngineError> {
     if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    SEARCH.iter().map(PathBuf::from).find(|p| p.exists()).ok_or_else(|| {
+    installed_libraries(Path::new("/")).into_iter().next().ok_or_else(|| {
         EngineError::Model(format!(
             "ONNX Runtime library not found: set [engine] library or ORT_DYLIB_PATH to libonnxruntime.so \
-             (JetPack: NVIDIA's onnxruntime-gpu wheel ships it in onnxruntime/capi/; elsewhere the onnxruntime \
-             wheel from PyPI does), or use [engine] kind = \"tract\". Looked in: {}",
-            SEARCH.join(", ")
+             ({ORT_FLOOR} or newer; {ORT_WAY}), or use [engine] kind = \"tract\". Looked in: {}",
+            searched()
         ))
     })
+}
+
+/// The search locations as absolute paths, for messages.
+pub fn searched() -> String {
+    SEARCH.iter().map(|p| format!("/{p}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Says why `library` could not be loaded, and what to do.
+fn load_error(library: &Path, e: &ort::LoadDynamicError) -> String {
+    let shown = library.display();
+    match e {
+        ort::LoadDynamicError::BadVersion { version_str, .. } => format!(
+            "{shown}: ONNX Runtime {version_str} is older than {ORT_FLOOR}, the oldest jetdetect can load \
+             (its ONNX Runtime binding needs C API level 17). {ORT_WAY}"
+        ),
+        ort::LoadDynamicError::MissingApi { .. } => {
+            format!("{shown}: not an ONNX Runtime library (it exports no OrtGetApiBase): set [engine] library to libonnxruntime.so")
+        }
+        ort::LoadDynamicError::InvalidVersionString => {
+            format!("{shown}: its version string is not readable: is it ONNX Runtime? {ORT_WAY}")
+        }
+        ort::LoadDynamicError::Dlopen { error, .. } => {
+            let hint = if cfg!(target_feature = "crt-static") {
+                " (this is a statically linked build, which cannot load libraries: use the JetPack/glibc build)"
+            } else {
+                " (built for another CPU architecture, or a library it needs, such as CUDA, is missing?)"
+            };
+            format!("{shown}: cannot load ONNX Runtime: {error}{hint}")
+        }
+    }
 }
 
 /// Loads the library once per process and returns its environment. A failed
@@ -108,21 +204,7 @@ fn environment(library: &Path) -> Result<&'static ort::environment::Environment,
             )))
         };
     }
-    let mut why = String::new();
-    let builder = ort::init_from(library).map_err(|e| {
-        why = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            why.push_str(&format!(": {s}"));
-            src = s.source();
-        }
-        let hint = if cfg!(target_feature = "crt-static") {
-            " (this is a statically linked build, which cannot load libraries: use the JetPack/glibc build)"
-        } else {
-            " (is it ONNX Runtime 1.17 or newer, for this CPU architecture?)"
-        };
-        EngineError::Model(format!("{}: cannot load ONNX Runtime: {why}{hint}", library.display()))
-    })?;
+    let builder = ort::init_from(library).map_err(|e| EngineError::Model(load_error(library, &e)))?;
     let env = builder.with_name("jetdetect").build().map_err(|e| {
         EngineError::Model(format!("{}: cannot initialise ONNX Runtime: {e}", library.display()))
     })?;
@@ -159,14 +241,19 @@ fn tensorrt_dirs(library: &Path) -> Vec<PathBuf> {
 /// `libnvinfer.so.*` found in `dirs` (symlinks resolved: `libnvinfer.so.10` ->
 /// `10.3.0`). A cached engine only fits the TensorRT that built it.
 pub fn tensorrt_version(dirs: &[PathBuf]) -> Option<String> {
+    library_version(dirs, "libnvinfer.so.")
+}
+
+/// The version in the name of the first `{prefix}*` library found in `dirs`, links resolved, the
+/// longest (most precise) one of its folder: `libcudart.so.12` -> `12.6.68`.
+fn library_version(dirs: &[PathBuf], prefix: &str) -> Option<String> {
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(dir) else { continue };
         let mut best: Option<String> = None;
         for e in entries.flatten() {
             let path = e.path();
             let real = std::fs::canonicalize(&path).unwrap_or(path);
-            let Some(v) =
-                real.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix("libnvinfer.so."))
+            let Some(v) = real.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(prefix))
             else {
                 continue;
             };
@@ -322,6 +409,23 @@ pub struct OrtEngine {
     output: Tensor<f32>,
     metadata: BTreeMap<String, String>,
     label: String,
+    /// ONNX Runtime's version, and TensorRT's and CUDA's where a GPU provider runs.
+    runtime: BTreeMap<String, String>,
+}
+
+/// The versions this session runs on: ONNX Runtime's, and, where TensorRT or CUDA providers were
+/// taken, TensorRT's and CUDA's runtime (from the libraries the loader will find).
+fn runtime_versions(library: &Path, used: &[String]) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::from([("onnxruntime".to_string(), ort_version(library))]);
+    let dirs = tensorrt_dirs(library);
+    let gpu = used.iter().any(|p| p != "cpu");
+    if used.iter().any(|p| p == "tensorrt") {
+        v.insert("tensorrt".into(), tensorrt_version(&dirs).unwrap_or_else(|| "unknown".into()));
+    }
+    if gpu {
+        v.insert("cuda".into(), library_version(&dirs, "libcudart.so.").unwrap_or_else(|| "unknown".into()));
+    }
+    v
 }
 
 /// The TensorRT provider with `opts`; `key` names the model (its hash) and the
@@ -579,6 +683,9 @@ impl OrtEngine {
         binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", &e))?;
         let input_cname =
             CString::new(input_name.as_str()).map_err(|_| model_err("input name", &"contains a NUL byte"))?;
+        let label =
+            format!("onnxruntime {} [{}] ({})", ort_version(&library), used.join(" > "), path.display());
+        let runtime = runtime_versions(&library, &used);
         Ok(OrtEngine {
             session,
             binding,
@@ -595,7 +702,8 @@ impl OrtEngine {
             output_shape,
             output,
             metadata,
-            label: format!("onnxruntime [{}] ({})", used.join(" > "), path.display()),
+            label,
+            runtime,
         })
     }
 }
@@ -603,6 +711,10 @@ impl OrtEngine {
 impl Engine for OrtEngine {
     fn describe(&self) -> String {
         self.label.clone()
+    }
+
+    fn runtime(&self) -> BTreeMap<String, String> {
+        self.runtime.clone()
     }
 
     fn input_shape(&self) -> [usize; 4] {

@@ -198,6 +198,9 @@ pub struct Hello {
     pub source: String,
     /// The engine and model.
     pub engine: String,
+    /// Runtime library versions (`onnxruntime`, `tensorrt`, `cuda`), when the engine loads any.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub runtime: std::collections::BTreeMap<String, String>,
     /// Model input `[width, height]`.
     pub input: [u32; 2],
     /// Class names by id.

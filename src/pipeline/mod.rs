@@ -301,6 +301,11 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         detector.names().len(),
         detector.names().origin
     );
+    let runtime = detector.engine().runtime();
+    if !runtime.is_empty() {
+        let v: Vec<String> = runtime.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        log::info!("runtime: {}", v.join(", "));
+    }
     let warm = Instant::now();
     match src.geometry() {
         Some(g) => detector.warm_up_for(3, g)?,
@@ -319,6 +324,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         version: env!("CARGO_PKG_VERSION"),
         source: src.describe(),
         engine: engine_described.clone(),
+        runtime,
         input: [iw, ih],
         classes: (0..names.len()).map(|i| names.name(i).into_owned()).collect(),
     };
