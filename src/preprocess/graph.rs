@@ -3,17 +3,22 @@
 //! [`build`] writes, for one frame geometry and pixel format, a graph that takes
 //! the frame's raw bytes (`uint8`) and returns the letterboxed, normalised
 //! `f32` NCHW model input: the same arithmetic as [`super::cpu`], expressed in
-//! operators every ONNX Runtime provider and TensorRT (GPU, and DLA with GPU
-//! fallback) can run, so the CPU only hands over bytes.
+//! operators every ONNX Runtime provider and TensorRT on the GPU can run, so the
+//! CPU only hands over bytes. It is not a DLA graph: its `uint8` input, `Gather`,
+//! `Cast`, `Floor` and `Pad` are not DLA layers (TensorRT's DLA layer table), so
+//! TensorRT places them on the GPU even when a DLA core is asked for.
 //!
 //! The graph reproduces the CPU path step by step rather than approximating
 //! it: BT.601 conversion rounded to 8 bits, then OpenCV's `INTER_LINEAR` with
 //! the very sampling taps and 11-bit weights of [`super::cpu`] (gathered, not
 //! re-derived by a `Resize` operator) and OpenCV's truncating vertical pass.
 //! Intermediate values stay integers or multiples of 1/2048 below 2^24, which
-//! `f32` holds exactly, and never exceed 32640, which FP16 (DLA) can hold.
-//! In FP32 the result matches the CPU bit for bit except where a product
-//! needs more than 24 bits, which moves a value by one level at most.
+//! `f32` holds exactly, so in FP32 the result matches the CPU bit for bit except
+//! where a product needs more than 24 bits, which moves a value by one level at
+//! most. FP16 is another matter: the weighted sums reach 32640, which FP16 can
+//! represent, but FP16 holds integers exactly only up to 2048 (above that its
+//! steps are 2, 4, ... up to 32), so in FP16 the sums are rounded and the output
+//! moves by more than a level; run this graph in FP32.
 
 use prost::Message;
 use tract_onnx::pb;
