@@ -14,7 +14,7 @@ finish() {
 }
 
 while read -r m; do
-    case $m in */vivid.ko) insmod /lib/modules/$m n_devs=1 node_types=0x1 ;; *) insmod /lib/modules/$m ;; esac \
+    case $m in */vivid.ko) insmod /lib/modules/$m n_devs=2 node_types=0x1,0x1 ;; *) insmod /lib/modules/$m ;; esac \
         || echo "@@ insmod failed: $m"
 done </etc/modules.list
 i=0; while [ ! -e /dev/video0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -24,6 +24,9 @@ echo "@@ vivid up at $(up) s: $(cat /sys/class/video4linux/video0/name)"
 jetdetect probe-camera /dev/video0 >/tmp/probe.txt 2>&1 || fail "probe-camera exited $?"
 grep -q 'video capture' /tmp/probe.txt && grep -q '^  YUYV' /tmp/probe.txt && grep -q 'brightness' /tmp/probe.txt \
     && ok "probe-camera lists formats and controls" || { fail "probe-camera output"; head -20 /tmp/probe.txt; }
+# vivid's 64-bit test control, read with the extended-control ioctls (tegracam's gain and exposure are such).
+grep -E 'integer_64_bits.*integer64' /tmp/probe.txt >/dev/null && ok "probe-camera: $(grep -o 'integer_64_bits.*' /tmp/probe.txt | head -1)" \
+    || fail "no 64-bit control listed: $(grep -i 'integer' /tmp/probe.txt | head -3 | tr '\n' ' ')"
 
 # 1. Formats: record a few frames in each and check the negotiated geometry and byte count.
 for spec in yuyv:2 nv12:1.5 grey:1 uyvy:2 rgb24:3 bgr24:3; do
@@ -61,6 +64,7 @@ cat >/jd/vm.toml <<EOF
 uri = "v4l2:///dev/video0?width=640&height=480&fps=30&format=yuyv&timeout_ms=1000"
 [source.controls]
 brightness = 140
+integer_64_bits = 5000000000
 [model]
 path = "/jd/obstacles-v8.onnx"
 [output]
@@ -73,6 +77,13 @@ i=0; while [ ! -S /run/jd.sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); 
 [ -S /run/jd.sock ] || { fail "daemon socket did not appear"; cat /tmp/daemon.log; finish; }
 grep -q 'control Brightness = 140' /tmp/daemon.log && ok "control brightness set and read back" \
     || fail "control not applied: $(grep -i control /tmp/daemon.log | head -2)"
+grep -q 'control Integer 64 Bits = 5000000000' /tmp/daemon.log && ok "64-bit control set past 2^32 and read back" \
+    || fail "64-bit control: $(grep -i '64 bits' /tmp/daemon.log | head -2)"
+# v4l2://auto passes over the node the daemon streams from (busy), saying so, and takes the next one.
+RUST_LOG=info jetdetect record --source "v4l2://auto?format=yuyv" --frames 1 --out /tmp/auto2.raw >/tmp/auto2.log 2>&1 \
+    && grep -q 'skipping /dev/video0: it is busy' /tmp/auto2.log && grep -q '/dev/video1' /tmp/auto2.log \
+    && ok "v4l2://auto skips the busy /dev/video0 and records from /dev/video1" \
+    || fail "v4l2://auto with a busy node: $(grep -E 'skipping|video1|rror' /tmp/auto2.log | head -3 | tr '\n' ' ')"
 timeout 90 jetdetect watch --socket /run/jd.sock --json --count 3 >/tmp/watch1.txt 2>&1
 n=$(grep -c '"type":"detections"' /tmp/watch1.txt)
 [ "$n" -ge 3 ] && ok "daemon published $n detections messages from /dev/video0 at $(up) s" \

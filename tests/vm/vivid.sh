@@ -76,7 +76,7 @@ fi
 set +e
 timeout --kill-after=5 "$TMO" "${Q[@]}" -smp 1 -m 1024 -nic none \
     -nographic -no-reboot -kernel "$VMLINUX" -initrd "$WORK/initramfs.cpio" \
-    -append "console=$CON panic=-1 loglevel=3 vivid.n_devs=1 vivid.node_types=0x1" </dev/null \
+    -append "console=$CON panic=-1 loglevel=3 vivid.n_devs=2 vivid.node_types=0x1,0x1" </dev/null \
     | tr -d '\r' | tee "$LOG" | grep --line-buffered -E '^@@'
 rc=${PIPESTATUS[0]}
 set -e

@@ -1,7 +1,7 @@
 //! An open V4L2 capture device: capabilities, formats, controls and mmap
 //! streaming, over the raw ioctls in [`super::sys`].
 
-use std::ffi::CString;
+use std::ffi::{c_ulong, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -53,15 +53,17 @@ pub struct ControlInfo {
     /// `integer`, `boolean`, `menu`, ...
     pub kind: &'static str,
     /// Minimum value.
-    pub min: i32,
+    pub min: i64,
     /// Maximum value.
-    pub max: i32,
+    pub max: i64,
     /// Step.
-    pub step: i32,
+    pub step: u64,
     /// Default value.
-    pub default: i32,
+    pub default: i64,
     /// Menu entries `(value, name)` for menu controls.
-    pub menu: Vec<(i32, String)>,
+    pub menu: Vec<(i64, String)>,
+    /// A 64-bit control (tegracam's gain, exposure, frame rate): `VIDIOC_S_CTRL` would refuse it.
+    pub wide: bool,
     /// Read-only or inactive right now.
     pub read_only: bool,
 }
@@ -363,8 +365,37 @@ impl Device {
         }
     }
 
-    /// Every control, with menus.
+    /// Every control, with menus, enumerated with `VIDIOC_QUERY_EXT_CTRL` (64-bit limits), or with
+    /// `VIDIOC_QUERYCTRL` where a driver outside the control framework lacks it. Compound controls
+    /// (arrays, structures) are left out: a config cannot set them.
     pub fn controls(&self) -> Vec<ControlInfo> {
+        let mut out = Vec::new();
+        let mut id = V4L2_CTRL_FLAG_NEXT_CTRL;
+        loop {
+            let mut q: v4l2_query_ext_ctrl = zeroed();
+            q.id = id;
+            match xioctl(self.raw(), VIDIOC_QUERY_EXT_CTRL, &mut q) {
+                Ok(()) => {}
+                Err(e) if out.is_empty() && e.raw_os_error() == Some(libc::ENOTTY) => {
+                    return self.legacy_controls()
+                }
+                Err(_) => break,
+            }
+            id = q.id | V4L2_CTRL_FLAG_NEXT_CTRL;
+            if q.flags & V4L2_CTRL_FLAG_DISABLED != 0
+                || q.type_ == V4L2_CTRL_TYPE_CTRL_CLASS
+                || q.type_ >= V4L2_CTRL_COMPOUND_TYPES
+                || q.nr_of_dims > 0
+            {
+                continue;
+            }
+            let (name, flags) = (cstr(&q.name), q.flags);
+            out.push(self.info(q.id, q.type_, name, [q.minimum, q.maximum, q.default_value], q.step, flags));
+        }
+        out
+    }
+
+    fn legacy_controls(&self) -> Vec<ControlInfo> {
         let mut out = Vec::new();
         let mut id = V4L2_CTRL_FLAG_NEXT_CTRL;
         loop {
@@ -377,55 +408,92 @@ impl Device {
             if q.flags & V4L2_CTRL_FLAG_DISABLED != 0 || q.type_ == V4L2_CTRL_TYPE_CTRL_CLASS {
                 continue;
             }
-            let kind = match q.type_ {
-                V4L2_CTRL_TYPE_INTEGER => "integer",
-                V4L2_CTRL_TYPE_BOOLEAN => "boolean",
-                V4L2_CTRL_TYPE_MENU => "menu",
-                V4L2_CTRL_TYPE_INTEGER_MENU => "integer menu",
-                V4L2_CTRL_TYPE_BUTTON => "button",
-                _ => "other",
-            };
-            let mut menu = Vec::new();
-            if q.type_ == V4L2_CTRL_TYPE_MENU {
-                for i in q.minimum.max(0)..=q.maximum.min(255) {
-                    let mut m: v4l2_querymenu = zeroed();
-                    m.id = q.id;
-                    m.index = i as u32;
-                    if xioctl(self.raw(), VIDIOC_QUERYMENU, &mut m).is_ok() {
-                        let name = m.name;
-                        menu.push((i, cstr(&name)));
-                    }
-                }
-            }
-            let name = cstr(&q.name);
-            out.push(ControlInfo {
-                id: q.id,
-                key: control_key(&name),
-                name,
-                kind,
-                min: q.minimum,
-                max: q.maximum,
-                step: q.step,
-                default: q.default_value,
-                menu,
-                read_only: q.flags & (V4L2_CTRL_FLAG_READ_ONLY | V4L2_CTRL_FLAG_INACTIVE) != 0,
-            });
+            let limits = [q.minimum as i64, q.maximum as i64, q.default_value as i64];
+            out.push(self.info(q.id, q.type_, cstr(&q.name), limits, q.step.max(0) as u64, q.flags));
         }
         out
     }
 
+    fn info(
+        &self,
+        id: u32,
+        type_: u32,
+        name: String,
+        [min, max, default]: [i64; 3],
+        step: u64,
+        flags: u32,
+    ) -> ControlInfo {
+        let kind = match type_ {
+            V4L2_CTRL_TYPE_INTEGER => "integer",
+            V4L2_CTRL_TYPE_INTEGER64 => "integer64",
+            V4L2_CTRL_TYPE_BOOLEAN => "boolean",
+            V4L2_CTRL_TYPE_MENU => "menu",
+            V4L2_CTRL_TYPE_INTEGER_MENU => "integer menu",
+            V4L2_CTRL_TYPE_BUTTON => "button",
+            _ => "other",
+        };
+        let mut menu = Vec::new();
+        if type_ == V4L2_CTRL_TYPE_MENU {
+            for i in min.max(0)..=max.min(255) {
+                let mut m: v4l2_querymenu = zeroed();
+                m.id = id;
+                m.index = i as u32;
+                if xioctl(self.raw(), VIDIOC_QUERYMENU, &mut m).is_ok() {
+                    let name = m.name;
+                    menu.push((i, cstr(&name)));
+                }
+            }
+        }
+        ControlInfo {
+            id,
+            key: control_key(&name),
+            name,
+            kind,
+            min,
+            max,
+            step,
+            default,
+            menu,
+            wide: type_ == V4L2_CTRL_TYPE_INTEGER64,
+            read_only: flags & (V4L2_CTRL_FLAG_READ_ONLY | V4L2_CTRL_FLAG_INACTIVE) != 0,
+        }
+    }
+
+    /// One control through `VIDIOC_G_EXT_CTRLS` / `VIDIOC_S_EXT_CTRLS`, which take 64-bit controls
+    /// (`VIDIOC_G_CTRL`/`S_CTRL` refuse them) as well as 32-bit ones.
+    fn ext_control(&self, request: c_ulong, c: &ControlInfo, value: i64) -> io::Result<i64> {
+        let mut one = v4l2_ext_control { id: c.id, size: 0, reserved2: [0], value64: value };
+        let mut all: v4l2_ext_controls = zeroed();
+        all.which = V4L2_CTRL_WHICH_CUR_VAL;
+        all.count = 1;
+        all.controls = &mut one;
+        xioctl(self.raw(), request, &mut all)?;
+        let v = one.value64;
+        Ok(if c.wide { v } else { v as i32 as i64 })
+    }
+
     /// Reads a control's value.
-    pub fn get_control(&self, id: u32) -> io::Result<i32> {
-        let mut c = v4l2_control { id, value: 0 };
-        xioctl(self.raw(), VIDIOC_G_CTRL, &mut c)?;
-        Ok(c.value)
+    pub fn get_control(&self, c: &ControlInfo) -> io::Result<i64> {
+        self.ext_control(VIDIOC_G_EXT_CTRLS, c, 0)
     }
 
     /// Sets a control; returns the value read back.
-    pub fn set_control(&self, id: u32, value: i32) -> io::Result<i32> {
-        let mut c = v4l2_control { id, value };
-        xioctl(self.raw(), VIDIOC_S_CTRL, &mut c)?;
-        self.get_control(id)
+    pub fn set_control(&self, c: &ControlInfo, value: i64) -> io::Result<i64> {
+        self.ext_control(VIDIOC_S_EXT_CTRLS, c, value)?;
+        self.get_control(c)
+    }
+
+    /// True when another file handle owns the capture queue (it streams, or set it up): asking
+    /// for zero buffers is refused with EBUSY then, and changes nothing otherwise. nvargus-daemon
+    /// holds CSI nodes this way.
+    pub fn is_busy(&self) -> bool {
+        let mut req = v4l2_requestbuffers {
+            count: 0,
+            type_: V4L2_BUF_TYPE_VIDEO_CAPTURE,
+            memory: V4L2_MEMORY_MMAP,
+            ..Default::default()
+        };
+        matches!(xioctl(self.raw(), VIDIOC_REQBUFS, &mut req), Err(e) if e.raw_os_error() == Some(libc::EBUSY))
     }
 }
 

@@ -33,7 +33,57 @@ use sys::{fourcc_str, V4L2_BUF_FLAG_ERROR, V4L2_BUF_FLAG_TIMESTAMP_MASK, V4L2_BU
 /// Query keys `v4l2://` accepts.
 pub const KEYS: [&str; 6] = ["width", "height", "fps", "format", "buffers", "timeout_ms"];
 
-/// The first video capture node under `/dev`, by number.
+/// Raw Bayer fourccs (8/10/12/16-bit, MIPI-packed or not): what a CSI sensor's VI node offers
+/// before the ISP. jetdetect does not debayer; NVIDIA reaches these sensors through Argus.
+const BAYER: [&[u8; 4]; 20] = [
+    b"BA81", b"GBRG", b"GRBG", b"RGGB", b"BG10", b"GB10", b"BA10", b"RG10", b"BG12", b"GB12", b"BA12",
+    b"RG12", b"pBAA", b"pGAA", b"pgAA", b"pRAA", b"BYR2", b"GB16", b"GR16", b"RG16",
+];
+
+/// Why `v4l2://auto` cannot use a node offering `offers` (fourccs), or `None` when one of them is a
+/// format jetdetect reads.
+pub fn unusable_formats(offers: &[u32]) -> Option<String> {
+    if offers.iter().any(|&f| CameraFormat::from_fourcc(f).is_some()) {
+        return None;
+    }
+    let list: Vec<String> = offers.iter().map(|&f| fourcc_str(f)).collect();
+    let bayer = !offers.is_empty() && offers.iter().all(|&f| BAYER.iter().any(|b| sys::fourcc(b) == f));
+    Some(if offers.is_empty() {
+        "offers no capture format".into()
+    } else if bayer {
+        format!(
+            "offers only raw Bayer ({}): a CSI sensor before the ISP, which NVIDIA supports through Argus \
+             (nvarguscamerasrc), not raw V4L2 (docs/v4l2.md)",
+            list.join(", ")
+        )
+    } else {
+        format!("offers no format jetdetect reads ({})", list.join(", "))
+    })
+}
+
+/// Why a node cannot serve `v4l2://auto`, or `None` when it can: it must capture video, offer a
+/// format jetdetect reads, and not be streamed by another program.
+fn why_not(path: &Path) -> Option<String> {
+    let device = match Device::open(path) {
+        Ok(d) => d,
+        Err(e) => return Some(format!("cannot be opened: {e}")),
+    };
+    match device.capabilities() {
+        Ok((_, _, caps)) if Device::can_capture(caps) => {}
+        Ok(_) => return Some("is not a video capture node (metadata or output)".into()),
+        Err(e) => return Some(format!("is not a V4L2 device: {e}")),
+    }
+    let offers: Vec<u32> = device.formats().map(|f| f.iter().map(|o| o.fourcc).collect()).unwrap_or_default();
+    if let Some(why) = unusable_formats(&offers) {
+        return Some(why);
+    }
+    device
+        .is_busy()
+        .then(|| "is busy: another program streams from it (nvargus-daemon holds CSI nodes)".into())
+}
+
+/// The first usable video capture node under `/dev`, by number; each one passed over is logged
+/// with the reason.
 pub fn find_capture_node() -> Option<PathBuf> {
     let mut nodes: Vec<(u32, PathBuf)> = std::fs::read_dir("/dev")
         .ok()?
@@ -45,11 +95,19 @@ pub fn find_capture_node() -> Option<PathBuf> {
         })
         .collect();
     nodes.sort();
-    nodes.into_iter().map(|(_, p)| p).find(|p| {
-        Device::open(p)
-            .and_then(|d| d.capabilities())
-            .map(|(_, _, caps)| Device::can_capture(caps))
-            .unwrap_or(false)
+    // The search repeats while the camera is missing: say each node's reason once, and again
+    // only when it changes.
+    static SAID: std::sync::Mutex<BTreeMap<PathBuf, String>> = std::sync::Mutex::new(BTreeMap::new());
+    nodes.into_iter().map(|(_, p)| p).find(|p| match why_not(p) {
+        None => true,
+        Some(why) => {
+            let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+            if said.get(p) != Some(&why) {
+                log::info!("v4l2://auto: skipping {}: it {why}", p.display());
+                said.insert(p.clone(), why);
+            }
+            false
+        }
     })
 }
 
@@ -126,12 +184,14 @@ impl V4l2Source {
     fn device_path(&self) -> Result<PathBuf, SourceError> {
         match &self.path {
             Some(p) => Ok(p.clone()),
-            None => find_capture_node().ok_or_else(|| {
-                SourceError::Unavailable(format!(
-                    "{}: no V4L2 video capture device found under /dev",
-                    self.text
-                ))
-            }),
+            None => find_capture_node()
+                .inspect(|p| log::info!("v4l2://auto: using {}", p.display()))
+                .ok_or_else(|| {
+                    SourceError::Unavailable(format!(
+                        "{}: no V4L2 video capture device found under /dev",
+                        self.text
+                    ))
+                }),
         }
     }
 
@@ -307,7 +367,7 @@ fn apply_controls(device: &Device, wanted: &BTreeMap<String, i64>) -> Result<(),
                 names.join(", ")
             )));
         };
-        let v = i32::try_from(value).unwrap_or(if value < 0 { i32::MIN } else { i32::MAX });
+        let v = value;
         if v < c.min || v > c.max {
             return Err(SourceError::Config(format!(
                 "{}: [source.controls] {key} = {value} is out of range: allowed {} to {}",
@@ -316,7 +376,7 @@ fn apply_controls(device: &Device, wanted: &BTreeMap<String, i64>) -> Result<(),
                 c.max
             )));
         }
-        match device.set_control(c.id, v) {
+        match device.set_control(c, v) {
             Ok(got) if got == v => log::info!("{}: control {} = {got}", device.path().display(), c.name),
             Ok(got) => {
                 log::warn!("{}: control {} set to {v}, reads back {got}", device.path().display(), c.name)
@@ -328,12 +388,12 @@ fn apply_controls(device: &Device, wanted: &BTreeMap<String, i64>) -> Result<(),
 }
 
 /// Controls of the device at `path`, with current values (for `probe-camera`).
-pub fn describe_controls(device: &Device) -> Vec<(ControlInfo, Option<i32>)> {
+pub fn describe_controls(device: &Device) -> Vec<(ControlInfo, Option<i64>)> {
     device
         .controls()
         .into_iter()
         .map(|c| {
-            let v = device.get_control(c.id).ok();
+            let v = device.get_control(&c).ok();
             (c, v)
         })
         .collect()
@@ -556,4 +616,21 @@ pub fn probe(path: Option<&Path>) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_passes_over_a_bayer_only_node_and_says_how_csi_sensors_are_reached() {
+        let f = |c: &[u8; 4]| sys::fourcc(c);
+        assert_eq!(unusable_formats(&[f(b"YUYV"), f(b"RG10")]), None, "one readable format is enough");
+        assert_eq!(unusable_formats(&[f(b"MJPG")]), None);
+        let why = unusable_formats(&[f(b"RG10"), f(b"RG12")]).unwrap();
+        assert!(why.contains("raw Bayer (RG10, RG12)") && why.contains("Argus"), "{why}");
+        let why = unusable_formats(&[f(b"Y16 ")]).unwrap();
+        assert!(why.contains("no format jetdetect reads (Y16 )"), "{why}");
+        assert_eq!(unusable_formats(&[]).unwrap(), "offers no capture format");
+    }
 }

@@ -39,6 +39,11 @@ pub const V4L2_CTRL_TYPE_MENU: u32 = 3;
 pub const V4L2_CTRL_TYPE_BUTTON: u32 = 4;
 pub const V4L2_CTRL_TYPE_CTRL_CLASS: u32 = 6;
 pub const V4L2_CTRL_TYPE_INTEGER_MENU: u32 = 9;
+pub const V4L2_CTRL_TYPE_INTEGER64: u32 = 5;
+/// Types from here on are compound (arrays, structures): not settable from a config.
+pub const V4L2_CTRL_COMPOUND_TYPES: u32 = 0x0100;
+/// `which` for the extended-control ioctls: the current value.
+pub const V4L2_CTRL_WHICH_CUR_VAL: u32 = 0;
 
 /// `v4l2_fourcc(a, b, c, d)`.
 pub const fn fourcc(code: &[u8; 4]) -> u32 {
@@ -235,6 +240,49 @@ pub struct v4l2_queryctrl {
     pub reserved: [u32; 2],
 }
 
+/// `VIDIOC_QUERY_EXT_CTRL`: like `v4l2_queryctrl`, with 64-bit limits (tegracam's gain, exposure and
+/// frame rate are 64-bit controls).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct v4l2_query_ext_ctrl {
+    pub id: u32,
+    pub type_: u32,
+    pub name: [u8; 32],
+    pub minimum: i64,
+    pub maximum: i64,
+    pub step: u64,
+    pub default_value: i64,
+    pub flags: u32,
+    pub elem_size: u32,
+    pub elems: u32,
+    pub nr_of_dims: u32,
+    pub dims: [u32; 4],
+    pub reserved: [u32; 32],
+}
+
+/// One control of a `VIDIOC_G/S_EXT_CTRLS` call. The kernel's value is a union of `s32 value`
+/// and `s64 value64` (and pointers for compound controls, not used here); on a little-endian CPU
+/// (every Jetson, x86) the 32-bit value is the low half of `value64`.
+#[repr(C, packed)]
+#[derive(Clone, Copy)]
+pub struct v4l2_ext_control {
+    pub id: u32,
+    pub size: u32,
+    pub reserved2: [u32; 1],
+    pub value64: i64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct v4l2_ext_controls {
+    pub which: u32,
+    pub count: u32,
+    pub error_idx: u32,
+    pub request_fd: i32,
+    pub reserved: [u32; 1],
+    pub controls: *mut v4l2_ext_control,
+}
+
 #[repr(C, packed)]
 #[derive(Clone, Copy)]
 pub struct v4l2_querymenu {
@@ -265,6 +313,10 @@ const _: () = {
     assert!(std::mem::size_of::<v4l2_queryctrl>() == 68);
     assert!(std::mem::size_of::<v4l2_querymenu>() == 44);
     assert!(std::mem::size_of::<v4l2_control>() == 8);
+    assert!(std::mem::size_of::<v4l2_query_ext_ctrl>() == 232);
+    assert!(std::mem::size_of::<v4l2_ext_control>() == 20);
+    assert!(std::mem::size_of::<v4l2_ext_controls>() == 32);
+    assert!(cfg!(target_endian = "little"), "v4l2_ext_control's 32-bit value is read as the low half");
 };
 
 const fn ioc(dir: c_ulong, nr: c_ulong, size: usize) -> c_ulong {
@@ -292,6 +344,9 @@ pub const VIDIOC_QUERYCTRL: c_ulong = ioc(RW, 36, std::mem::size_of::<v4l2_query
 pub const VIDIOC_QUERYMENU: c_ulong = ioc(RW, 37, std::mem::size_of::<v4l2_querymenu>());
 pub const VIDIOC_ENUM_FRAMESIZES: c_ulong = ioc(RW, 74, std::mem::size_of::<v4l2_frmsizeenum>());
 pub const VIDIOC_ENUM_FRAMEINTERVALS: c_ulong = ioc(RW, 75, std::mem::size_of::<v4l2_frmivalenum>());
+pub const VIDIOC_G_EXT_CTRLS: c_ulong = ioc(RW, 71, std::mem::size_of::<v4l2_ext_controls>());
+pub const VIDIOC_S_EXT_CTRLS: c_ulong = ioc(RW, 72, std::mem::size_of::<v4l2_ext_controls>());
+pub const VIDIOC_QUERY_EXT_CTRL: c_ulong = ioc(RW, 103, std::mem::size_of::<v4l2_query_ext_ctrl>());
 
 /// A zeroed value of a plain-data V4L2 structure.
 pub fn zeroed<T: Copy>() -> T {
