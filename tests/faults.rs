@@ -17,22 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{repo, snapshot, Daemon};
+use common::{repo, snapshot, Daemon, BOARDS};
 
 use jetdetect::fault::{self, Fault};
 use jetdetect::power::{self, Discovered, PowerConfig, PowerSession, StateFile};
 use serde_json::Value;
-
-const BOARDS: [&str; 8] = [
-    "nano-jp4",
-    "xavier-nx-jp5",
-    "orin-nano-jp6",
-    "agx-orin-jp6",
-    "agx-orin-jp7",
-    "orin-nano-7w",
-    "orin-nx-10w",
-    "xavier-nx-10w",
-];
 
 /// A private copy of a board's tree, and an empty run directory next to it.
 fn copy(board: &str, tag: &str) -> (PathBuf, PathBuf) {

@@ -7,19 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{snapshot, Daemon};
+use common::{snapshot, Daemon, BOARDS};
 use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, PowerConfig, PowerSession, StateFile};
-
-const BOARDS: [&str; 8] = [
-    "nano-jp4",
-    "xavier-nx-jp5",
-    "orin-nano-jp6",
-    "agx-orin-jp6",
-    "agx-orin-jp7",
-    "orin-nano-7w",
-    "orin-nx-10w",
-    "xavier-nx-10w",
-];
 
 fn fixture(board: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(board)

@@ -11,6 +11,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The Jetson fixture boards (tests/fixtures/jetson), low-power modes included.
+pub const BOARDS: [&str; 8] = [
+    "nano-jp4",
+    "xavier-nx-jp5",
+    "orin-nano-jp6",
+    "agx-orin-jp6",
+    "agx-orin-jp7",
+    "orin-nano-7w",
+    "orin-nx-10w",
+    "xavier-nx-10w",
+];
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
