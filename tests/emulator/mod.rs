@@ -631,7 +631,10 @@ impl EmulatedBoard {
             return Err("/dev/fuse is missing: the board emulator needs the FUSE kernel module".into());
         }
         let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(board);
-        let root = std::env::temp_dir().join(format!("jd-emu-{}-{board}-{tag}", std::process::id()));
+        // Unique per mount: tests run in parallel and may mount the same board with the same tag.
+        static MOUNTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MOUNTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("jd-emu-{}-{n}-{board}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let ok = std::process::Command::new("cp")
             .arg("-a")

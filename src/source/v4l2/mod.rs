@@ -219,8 +219,15 @@ impl V4l2Source {
             )));
         }
         let offers = device.formats().map_err(|e| gone("cannot list formats", e))?;
-        let (choice, reason) = negotiate::choose(&self.request, &offers)
-            .map_err(|e| SourceError::Config(format!("{}: {e}", path.display())))?;
+        let (choice, reason) = negotiate::choose(&self.request, &offers).map_err(|e| {
+            // A Bayer-only node is a CSI sensor before the ISP: say how it is really reached.
+            let fourccs: Vec<u32> = offers.iter().map(|o| o.fourcc).collect();
+            let why = unusable_formats(&fourccs).filter(|w| w.contains("Bayer"));
+            SourceError::Config(match why {
+                Some(w) => format!("{}: {e}; it {w}", path.display()),
+                None => format!("{}: {e}", path.display()),
+            })
+        })?;
         if let Some(r) = reason {
             log::warn!("{}: {r}", path.display());
         }
