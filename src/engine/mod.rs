@@ -7,8 +7,10 @@
 //! TensorRT) is a new module implementing the trait plus one arm in [`open`].
 
 pub mod calibration;
+pub mod dla;
 pub mod onnxruntime;
 pub mod tract;
+pub mod trt_log;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ort::ep;
 use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
@@ -15,7 +15,7 @@ use ort::session::Session;
 use ort::value::{Tensor, TensorRef, ValueType};
 use ort::AsPointer;
 
-use super::{Engine, EngineError, EngineOptions, InputStage, StageDevice};
+use super::{dla, trt_log, Engine, EngineError, EngineOptions, InputStage, StageDevice};
 
 /// `[engine.tensorrt]`: TensorRT execution provider options.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -205,9 +205,13 @@ fn environment(library: &Path) -> Result<&'static ort::environment::Environment,
         };
     }
     let builder = ort::init_from(library).map_err(|e| EngineError::Model(load_error(library, &e)))?;
-    let env = builder.with_name("jetdetect").build().map_err(|e| {
-        EngineError::Model(format!("{}: cannot initialise ONNX Runtime: {e}", library.display()))
-    })?;
+    // ONNX Runtime's messages (and TensorRT's, which its provider relays) go to jetdetect's log.
+    let env =
+        builder.with_name("jetdetect").with_logger(Arc::new(super::trt_log::route)).build().map_err(|e| {
+            EngineError::Model(format!("{}: cannot initialise ONNX Runtime: {e}", library.display()))
+        })?;
+    // A custom logger starts at VERBOSE; warnings and errors are what a service logs.
+    env.set_log_level(ort::logging::LogLevel::Warning);
     let env: &'static ort::environment::Environment = Box::leak(Box::new(env));
     *loaded = Some((library.to_path_buf(), env));
     Ok(env)
@@ -324,6 +328,11 @@ pub fn check_dla(core: u32, tensorrt: Option<&str>, root: &Path) -> Result<(), S
         });
     }
     Ok(())
+}
+
+/// The versions a cached engine is tied to, as its name carries them: `trt10.3.0_ort1.19.0`.
+fn cache_versions(tensorrt: Option<&str>, library: &Path) -> String {
+    format!("trt{}_ort{}", tensorrt.unwrap_or("unknown"), ort_version(library))
 }
 
 /// The ONNX Runtime version, from its build information (`git-branch=rel-1.19.0`)
@@ -473,7 +482,8 @@ fn tensorrt(
         }
     }
     if let Some(core) = opts.dla_core {
-        trt = trt.with_dla(true).with_dla_core(core);
+        // The detailed build log is where TensorRT says which layers it put on the DLA.
+        trt = trt.with_dla(true).with_dla_core(core).with_detailed_build_log(true);
     }
     let mut note = None;
     if !opts.cache_dir.as_os_str().is_empty() {
@@ -545,8 +555,7 @@ fn session_builder(
                     // Asked for explicitly: refuse rather than let TensorRT quietly use the GPU.
                     check_dla(core, trt.as_deref(), Path::new("/")).map_err(EngineError::Model)?;
                 }
-                let versions =
-                    format!("trt{}_ort{}", trt.as_deref().unwrap_or("unknown"), ort_version(library));
+                let versions = cache_versions(trt.as_deref(), library);
                 let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
                 note = cache;
                 dispatch
@@ -778,6 +787,7 @@ impl Engine for OrtEngine {
                 // DLA computes in FP16 (or INT8) only.
                 trt.precision = "fp16".into();
                 trt.dla_core = Some(trt.dla_core.unwrap_or(0));
+                expect_dla_placement(onnx, self.runtime.get("tensorrt").map(String::as_str));
             }
             StageDevice::Gpu => {
                 // The graph reproduces the CPU arithmetic exactly in FP32; it is tiny either way.
@@ -799,9 +809,20 @@ impl Engine for OrtEngine {
         let mut builder = builder.with_intra_op_spinning(false).map_err(|e| err("session options", &e))?;
         let started = std::time::Instant::now();
         let progress = Progress::start(format!("preprocessing graph ({device})"));
-        let session = builder
-            .commit_from_memory(onnx)
-            .map_err(|e| err("ONNX Runtime cannot build it (an engine build failure?)", &e))?;
+        let dla = device == StageDevice::Dla && used[0] == "tensorrt";
+        let capture = dla.then(|| {
+            // TensorRT's placement lines are INFO; the provider may relay them below WARNING.
+            self.env.set_log_level(ort::logging::LogLevel::Info);
+            trt_log::Capture::start()
+        });
+        let session = builder.commit_from_memory(onnx);
+        if let Some(capture) = capture {
+            self.env.set_log_level(ort::logging::LogLevel::Warning);
+            let versions = cache_versions(self.runtime.get("tensorrt").map(String::as_str), &self.library);
+            report_dla_placement(capture.finish(), &trt, &key, &versions);
+        }
+        let session =
+            session.map_err(|e| err("ONNX Runtime cannot build it (an engine build failure?)", &e))?;
         let (Some(input), Some(output)) = (session.inputs().first(), session.outputs().first()) else {
             return Err(EngineError::Model("preprocessing graph: needs one input and one output".into()));
         };
@@ -858,6 +879,78 @@ impl Engine for OrtEngine {
             started.elapsed().as_secs_f64()
         );
         Ok(Box::new(stage))
+    }
+}
+
+/// Logs where TensorRT should put the layers of the DLA form of the preprocessing graph on this
+/// board and TensorRT, by [`dla::place`], and warns of any DLA-stage layer it would not run there.
+fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>) {
+    use prost::Message;
+    let Some(trt) = tensorrt.and_then(dla::TensorRt::parse) else {
+        log::info!(
+            "preprocessing on DLA: TensorRT's version is not known, so the layer table is not checked"
+        );
+        return;
+    };
+    let soc = dla::Soc::detect(Path::new("/")).unwrap_or(dla::Soc::Orin);
+    let Ok(model) = tract_onnx::pb::ModelProto::decode(onnx) else { return };
+    let placed = dla::place(&model, trt, soc);
+    let on_dla = placed.iter().filter(|n| n.placement == dla::Placement::Dla).count();
+    log::info!(
+        "preprocessing on DLA: by TensorRT {trt}'s DLA table ({soc:?}), {on_dla} of {} layers run on the DLA \
+         (the arithmetic); the rest move data on the GPU",
+        placed.len()
+    );
+    for n in placed.iter().filter(|n| n.name.starts_with("dla/")) {
+        if let dla::Placement::Gpu(why) = &n.placement {
+            log::warn!("preprocessing on DLA: {} ({}) will run on the GPU: {why}", n.name, n.op);
+        }
+    }
+}
+
+/// Logs where TensorRT put the DLA stage's layers, from its build log (`lines`), and saves the
+/// report next to the engine cache; an engine loaded from the cache has no build log, so its
+/// saved report is logged instead.
+fn report_dla_placement(lines: Vec<String>, trt: &TensorRtOptions, key: &str, versions: &str) {
+    let saved = (!trt.cache_dir.as_os_str().is_empty()).then(|| {
+        let core = trt.dla_core.map(|c| format!("dla{c}")).unwrap_or_else(|| "gpu".into());
+        trt.cache_dir.join(format!("{}.placement.txt", cache_prefix(key, &trt.precision, &core, versions)))
+    });
+    let placement = trt_log::Placement::parse(&lines);
+    let placement = if placement.is_empty() {
+        match saved.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+            Some(text) => {
+                let path = saved.as_ref().expect("read above").display();
+                log::info!(
+                    "preprocessing on DLA: placement when the cached engine was built ({path}):\n{text}"
+                );
+                return;
+            }
+            None => {
+                log::info!(
+                    "preprocessing on DLA: TensorRT reported no placement (a cached engine from before \
+                     jetdetect saved it? delete it from {} to rebuild and see)",
+                    trt.cache_dir.display()
+                );
+                return;
+            }
+        }
+    } else {
+        placement
+    };
+    log::info!(
+        "preprocessing on DLA: TensorRT put {} layer group(s) on DLA core {} and {} layer(s) on the GPU",
+        placement.dla.len(),
+        trt.dla_core.unwrap_or(0),
+        placement.gpu.len()
+    );
+    for layer in placement.off_the_dla("dla/") {
+        log::warn!("preprocessing on DLA: TensorRT runs a layer meant for the DLA on the GPU: {layer}");
+    }
+    if let Some(path) = saved {
+        if let Err(e) = std::fs::write(&path, placement.to_text()) {
+            log::warn!("{}: cannot save the DLA placement report: {e}", path.display());
+        }
     }
 }
 
