@@ -240,7 +240,13 @@ fn build_stage(
     (dst_w, dst_h): (u32, u32),
 ) -> Result<DeviceStage> {
     let (format, w, h) = geometry;
-    let g = graph::build(format, w, h, dst_w, dst_h).map_err(|e| Error::Model(e.to_string()))?;
+    // The DLA runs only convolution-shaped layers: its form of the graph gathers on the GPU and
+    // does all arithmetic in DLA layers (FP16); the GPU form is one fused graph.
+    let g = match device {
+        StageDevice::Dla => graph::build_dla(format, w, h, dst_w, dst_h, graph::Precision::Half),
+        _ => graph::build(format, w, h, dst_w, dst_h),
+    }
+    .map_err(Error::Model)?;
     log::info!(
         "preprocessing on {device}: compiling the graph for {w}x{h} {format} -> {dst_w}x{dst_h} \
          (a TensorRT build takes a while the first time; later starts use the engine cache)"
