@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check for the ONNX Runtime engine: CPU, CUDA, TensorRT FP32 and FP16 on the demo
-# model and frames, on an x86_64 (or Jetson) machine with an NVIDIA GPU.
+# model and frames, on an x86_64 (or Jetson) machine with an NVIDIA GPU; on a Jetson with DLA
+# cores also preprocessing and the model on DLA core 0, with TensorRT's placement report.
 #
 #   scripts/gpu-check.sh            # everything, ~2-5 min (TensorRT builds twice, cold)
 #   FRAMES=100 scripts/gpu-check.sh # fewer timed frames
@@ -92,6 +93,16 @@ MODES=(
     "trt-fp16|--engine onnxruntime --providers tensorrt --precision fp16"
     "trt-fp16+gpu-pre|--engine onnxruntime --providers tensorrt --precision fp16 --preprocess gpu"
 )
+# Jetson Xavier, AGX Orin, Orin NX (TensorRT <= 10.7): the DLA rows. The source's 1280x720 shrinks
+# by a whole factor into the demo model's 256x256, as the DLA form of the preprocessing needs.
+DLA=$(find /sys/devices/platform -maxdepth 3 -name '*.nvdla*' 2>/dev/null | head -1)
+if [ -n "$DLA" ]; then
+    MODES+=(
+        "trt-fp16+dla-pre|--engine onnxruntime --providers tensorrt --precision fp16 --preprocess dla"
+        "trt-dla0|--engine onnxruntime --providers tensorrt --precision fp16 --dla-core 0"
+        "trt-dla0+dla-pre|--engine onnxruntime --providers tensorrt --precision fp16 --dla-core 0 --preprocess dla"
+    )
+fi
 
 say "timing: $FRAMES frames of $SOURCE, model $MODEL"
 for m in "${MODES[@]}"; do
@@ -116,6 +127,16 @@ for m in "${MODES[@]}"; do
         "synthetic://?width=640&height=480&fps=0&format=nv12&seed=8&frames=20" \
         >"$WORK/$name-detect.jsonl" 2>>"$WORK/$name-detect.log" || true
 done
+
+if [ -n "$DLA" ]; then
+    say "DLA placement (TensorRT's report, saved next to each cached engine; DLA found at $DLA)"
+    for f in "$WORK"/cache-*/*.placement.txt; do
+        [ -e "$f" ] || { echo "no placement report written (see the *-cold.log files)"; break; }
+        echo "-- ${f#"$WORK"/}"
+        cat "$f"
+    done
+    grep -h "preprocessing on DLA" "$WORK"/*-cold.log 2>/dev/null | sort -u | head -20
+fi
 
 "$PY" - "$WORK" "${MODES[@]}" <<'EOF'
 import json, os, sys
