@@ -408,8 +408,12 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
             }
         }
     };
-    let run_options =
-        RunOptions { on_message: Some(Box::new(hook)), max_frames: Some(options.frames), quiet: true };
+    let run_options = RunOptions {
+        on_message: Some(Box::new(hook)),
+        max_frames: Some(options.frames),
+        quiet: true,
+        ..Default::default()
+    };
     let result = pipeline::run(&config, run_options, Arc::new(AtomicBool::new(false)));
     give_up.store(true, Ordering::Relaxed);
     let client_lines: Vec<u64> = clients.into_iter().map(|c| c.join().unwrap_or(0)).collect();

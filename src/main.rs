@@ -16,6 +16,7 @@ use jetdetect::detector::Detector;
 use jetdetect::eval::{match_frame, Counts};
 use jetdetect::frame::Frame;
 use jetdetect::pipeline::{self, RunOptions};
+use jetdetect::power;
 use jetdetect::source::{self, file::load_image, file::IMAGE_EXTENSIONS};
 use jetdetect::yolo::LayoutHint;
 use jetdetect::Error;
@@ -47,6 +48,11 @@ enum Command {
         /// Also print each frame's detections on stdout, as `watch` does.
         #[arg(long)]
         echo: bool,
+        /// Who applies and restores the [power] profile: "self" (this process, at start and on
+        /// exit), or "service" (`clocks apply --service` before it and `clocks restore` after it,
+        /// as systemd/jetdetect.service runs them outside the sandbox; this process only reads).
+        #[arg(long, value_enum, default_value_t = ClocksBy::Daemon)]
+        clocks: ClocksBy,
     },
     /// Connect to a running daemon and print what it publishes.
     Watch {
@@ -162,12 +168,22 @@ enum Command {
     },
 }
 
+/// `jetdetect run --clocks`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ClocksBy {
+    /// This process applies the profile at start and restores it on exit.
+    #[value(name = "self")]
+    Daemon,
+    /// The service manager's steps around this process do.
+    Service,
+}
+
 #[derive(Subcommand)]
 enum ClocksAction {
     /// Board, frequencies, governors, temperatures, rail power, and whether clocks are pinned.
     Show(ClockArgs),
     /// Apply a profile (the originals are saved first; `clocks restore` puts them back).
-    Apply(ClockArgs),
+    Apply(ApplyArgs),
     /// Put back the values saved by `apply` or by a daemon that did not stop cleanly.
     Restore(ClockArgs),
 }
@@ -186,6 +202,17 @@ struct ClockArgs {
     /// State file (overrides [power] state_file).
     #[arg(long)]
     state_file: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ApplyArgs {
+    #[command(flatten)]
+    clocks: ClockArgs,
+    /// As the service's ExecStartPre (systemd/jetdetect.service): what the daemon would only warn
+    /// of does not fail the start. A refused write fails it only with [power] on_failure = "exit";
+    /// settings that did not take and a board that is not a Jetson are warnings.
+    #[arg(long)]
+    service: bool,
 }
 
 #[derive(clap::Args)]
@@ -475,6 +502,7 @@ fn cmd_run(
     source: Option<String>,
     socket: Option<PathBuf>,
     echo: bool,
+    clocks: ClocksBy,
 ) -> Result<bool, Error> {
     let mut cfg = Config::load(config)?;
     if let Some(s) = source {
@@ -487,7 +515,13 @@ fn cmd_run(
     cfg.validate(&text, config)?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
-    let mut options = RunOptions::default();
+    let mut options = RunOptions {
+        clocks: match clocks {
+            ClocksBy::Daemon => power::ClockControl::Daemon,
+            ClocksBy::Service => power::ClockControl::Service,
+        },
+        ..RunOptions::default()
+    };
     if echo {
         options.on_message = Some(Box::new(|line: &[u8], _| {
             if let Some(text) = serde_json::from_slice(line).ok().as_ref().and_then(client::format_human) {
@@ -576,8 +610,10 @@ fn cmd_watch(
 }
 
 fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
-    use jetdetect::power::{self, nvpmodel::ModeContext, telemetry::Telemetry, Board, Discovered, StateFile};
-    let (ClocksAction::Show(args) | ClocksAction::Apply(args) | ClocksAction::Restore(args)) = &action;
+    use jetdetect::power::{nvpmodel::ModeContext, telemetry::Telemetry, Board, Discovered, StateFile};
+    let (ClocksAction::Show(args)
+    | ClocksAction::Apply(ApplyArgs { clocks: args, .. })
+    | ClocksAction::Restore(args)) = &action;
     let mut cfg = match &args.config {
         Some(p) => Config::load(p)?.power,
         None => power::PowerConfig::default(),
@@ -705,13 +741,29 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
             );
             Ok(true)
         }
-        ClocksAction::Apply(_) => {
+        ClocksAction::Apply(ApplyArgs { service, .. }) => {
             if !board.is_jetson() && args.root.is_none() {
+                if service {
+                    // The daemon would run with the profile ignored; so does the service.
+                    eprintln!("jetdetect: [power] profile '{}' ignored: {board}", cfg.profile);
+                    return Ok(true);
+                }
                 return Err(Error::Other(format!(
                     "{board}; refusing to write clocks (give --root DIR to work on a tree)"
                 )));
             }
-            let done = power::engage(&cfg, &state).map_err(|f| perr(f.error().clone()))?;
+            let done = match power::engage(&cfg, &state) {
+                Ok(done) => done,
+                Err(power::Failure::System(e)) if service && cfg.on_failure == "continue" => {
+                    eprintln!(
+                        "jetdetect: [power] profile '{}' not applied: {e}; the service runs with the clocks \
+                         as they are ([power] on_failure = \"exit\" makes this stop it)",
+                        cfg.profile
+                    );
+                    return Ok(true);
+                }
+                Err(f) => return Err(perr(f.error().clone())),
+            };
             match &done.stale {
                 Some(Ok(n)) => eprintln!("restored {n} values left by an earlier run first"),
                 Some(Err(e)) => eprintln!("jetdetect: {e}"),
@@ -745,7 +797,8 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
                 done.applied.written,
                 state.path.display()
             );
-            Ok(done.applied.mismatches.is_empty())
+            // The daemon warns of settings that did not take and runs on; as its ExecStartPre, so does this.
+            Ok(service || done.applied.mismatches.is_empty())
         }
         ClocksAction::Restore(_) => {
             if !state.exists() {
@@ -761,7 +814,9 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
 
 fn run(cli: Cli) -> Result<bool, Error> {
     match cli.command {
-        Command::Run { config, source, socket, echo } => cmd_run(&config, source, socket, echo),
+        Command::Run { config, source, socket, echo, clocks } => {
+            cmd_run(&config, source, socket, echo, clocks)
+        }
         Command::Watch { socket, config, json, count } => cmd_watch(socket, config, json, count),
         Command::Check { config, quiet } => {
             let c = Config::load(&config)?;

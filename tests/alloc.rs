@@ -228,6 +228,7 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
         on_message: Some(Box::new(hook)),
         max_frames: Some(TO as u64 + 5),
         quiet: true,
+        ..Default::default()
     };
     let summary = jetdetect::pipeline::run(&config, options, Arc::new(AtomicBool::new(false)))
         .expect("the daemon runs");

@@ -276,6 +276,138 @@ fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_si
     assert!(snapshot(&root) == before, "restored after SIGKILL");
 }
 
+/// `jetdetect <args>` on `tree` mounted read-only for it alone (a private mount namespace), as
+/// the service's sandbox leaves /sys to the daemon; None where that cannot be done (not root,
+/// no unshare).
+fn on_a_read_only_tree(tree: &Path, args: &[&str]) -> Option<Command> {
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let probe = Command::new("unshare").args(["-m", "true"]).status();
+    if !is_root || !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: the read-only tree needs root and unshare(1) (CI runs it)");
+        return None;
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(tree)
+        .arg(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(args);
+    Some(cmd)
+}
+
+#[test]
+fn as_a_service_the_clock_steps_run_around_a_daemon_that_writes_nothing() {
+    use std::io::BufRead;
+    let bin = env!("CARGO_BIN_EXE_jetdetect");
+    let root = copy("agx-orin-jp7", "service");
+    let before = snapshot(&root);
+    let dir = root.with_extension("svc");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("clocks.state");
+    let model = common::repo().join("models/obstacles-v8.onnx");
+    let cfg = common::locked_profile_config(&dir, &root, &state, &model, "");
+    let cfg_arg = cfg.to_str().unwrap();
+
+    // ExecStartPre=+jetdetect clocks apply --service
+    let o = Command::new(bin).args(["clocks", "apply", "--service", "--config", cfg_arg]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pinned = snapshot(&root);
+    assert!(pinned != before && state.exists());
+    let saved = std::fs::read(&state).unwrap();
+
+    // ExecStart=jetdetect run --clocks service, with the tree read-only where that can be done.
+    let args = ["run", "--clocks", "service", "--config", cfg_arg];
+    let cmd = on_a_read_only_tree(&root, &args).unwrap_or_else(|| {
+        let mut c = Command::new(bin);
+        c.args(args);
+        c
+    });
+    let d = Daemon::spawn(cmd, dir.join("d.sock"));
+    let mut lines = d.connect().lines();
+    let stats: serde_json::Value = loop {
+        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if v["type"] == "stats" {
+            break v;
+        }
+    };
+    assert_eq!(
+        stats["telemetry"]["pinned"], true,
+        "the daemon reads the pinned clocks: {}",
+        stats["telemetry"]
+    );
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("applied by the service"), "{err}");
+    assert!(!err.contains("not applied") && !err.contains("restored"), "{err}");
+    assert!(snapshot(&root) == pinned, "the daemon changed nothing, and left the restore to the service");
+    assert_eq!(std::fs::read(&state).unwrap(), saved, "the state file is clocks apply's");
+
+    // The same daemon left to hold the clocks itself cannot, on the read-only tree: the check
+    // above could fail.
+    if let Some(cmd) = on_a_read_only_tree(&root, &["run", "--config", cfg_arg]) {
+        let _ = std::fs::remove_file(dir.join("d.sock"));
+        let d = Daemon::spawn(cmd, dir.join("d.sock"));
+        d.signal(libc::SIGTERM);
+        let (_, err) = d.wait(std::time::Duration::from_secs(20));
+        assert!(err.contains("Read-only file system"), "{err}");
+        assert!(snapshot(&root) == pinned);
+    }
+
+    // ExecStopPost=+jetdetect clocks restore
+    let o = Command::new(bin).args(["clocks", "restore", "--config", cfg_arg]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(snapshot(&root) == before && !state.exists(), "restored byte for byte");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn as_a_service_step_clocks_apply_fails_the_start_only_where_the_daemon_would_stop() {
+    let bin = env!("CARGO_BIN_EXE_jetdetect");
+    // Not a Jetson (this machine, without --root): the daemon would run with the profile ignored.
+    if !Board::detect(Path::new("/")).is_jetson() {
+        let o =
+            Command::new(bin).args(["clocks", "apply", "--service", "--profile", "max"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success() && err.contains("profile 'max' ignored") && err.contains("not a Jetson"),
+            "{err}"
+        );
+    }
+    // A clock file the driver refuses: logged, exit 0 with on_failure = "continue" (the default),
+    // exit 1 with "exit" and without --service.
+    let root = copy("orin-nano-jp6", "svc-busy");
+    let before = snapshot(&root);
+    let dir = root.with_extension("svc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("clocks.state");
+    let gpu_min = Discovered::scan(&root).gpu.unwrap().dir.join("min_freq");
+    let fault = format!("sysfs-write:EBUSY@{}", gpu_min.display());
+    let model = common::repo().join("models/obstacles-v8.onnx");
+    for (extra, service, ok) in [("", true, true), ("on_failure = \"exit\"", true, false), ("", false, false)]
+    {
+        let cfg = common::locked_profile_config(&dir, &root, &state, &model, extra);
+        let mut cmd = Command::new(bin);
+        cmd.args(["clocks", "apply", "--config"]).arg(&cfg).env("JETDETECT_FAULT", &fault);
+        if service {
+            cmd.arg("--service");
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.success(), ok, "{extra} service={service}: {err}");
+        assert!(err.contains("the driver is busy"), "{err}");
+        if ok {
+            assert!(err.contains("the service runs with the clocks as they are"), "{err}");
+        }
+        assert!(snapshot(&root) == before && !state.exists(), "nothing left changed");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn nvpmodel_modes_switch_by_name_warn_about_reboots_and_are_restored() {
     use jetdetect::power::nvpmodel::Nvpmodel;

@@ -32,7 +32,7 @@ use crate::output::notify::{Notifier, StartupKeepalive};
 use crate::output::protocol::{self, FrameCounters, FrameReport, Hello, SourceState, StatsInput};
 use crate::output::socket::SocketServer;
 use crate::power::telemetry::Telemetry;
-use crate::power::PowerSession;
+use crate::power::{ClockControl, PowerSession};
 use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, STAGES};
 use slot::{LatestSlot, Taken};
@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub max_frames: Option<u64>,
     /// Do not print the statistics table at the end (the caller reports them).
     pub quiet: bool,
+    /// Who applies and restores the clocks.
+    pub clocks: ClockControl,
 }
 
 /// What a finished run reports.
@@ -267,7 +269,12 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     let keepalive = StartupKeepalive::start();
     // Before anything else: put back clocks an unclean exit left changed, then
     // apply the profile. Dropping the session (any return below) restores them.
-    let power = PowerSession::start(&config.power).map_err(|e| Error::Other(format!("[power]: {e}")))?;
+    let power = match options.clocks {
+        ClockControl::Daemon => {
+            PowerSession::start(&config.power).map_err(|e| Error::Other(format!("[power]: {e}")))?
+        }
+        ClockControl::Service => PowerSession::observe(&config.power),
+    };
     let telemetry = Arc::new(Mutex::new(Telemetry::default()));
     let telemetry_stop = Arc::new(AtomicBool::new(false));
     let telemetry_thread = {

@@ -33,7 +33,7 @@ pub use apply::{apply, engage, Applied, Engaged, Failure};
 pub use board::Board;
 pub use discover::Discovered;
 pub use profile::{plan, Kind, Plan, PowerConfig, Write};
-pub use session::PowerSession;
+pub use session::{ClockControl, PowerSession};
 pub use state::StateFile;
 
 /// A power-control problem, worded for the user.

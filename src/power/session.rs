@@ -37,6 +37,20 @@ pub fn restore_active() {
     taken.into_iter().for_each(restore_one);
 }
 
+/// Who applies and restores the `[power]` profile for a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClockControl {
+    /// The daemon: applies it at start, restores it on exit, on panic, or at the next start
+    /// after a kill ([`PowerSession::start`]).
+    #[default]
+    Daemon,
+    /// The service manager, around the daemon: `jetdetect clocks apply --service` before it and
+    /// `jetdetect clocks restore` after it, outside the unit's sandbox, where nvpmodel and the
+    /// fan service can write what they need; the daemon writes nothing under `[power] root`
+    /// and only reads telemetry ([`PowerSession::observe`]).
+    Service,
+}
+
 /// Clock control for the lifetime of a run.
 pub struct PowerSession {
     /// The board.
@@ -125,6 +139,33 @@ impl PowerSession {
             log::warn!("{}: set to {want} but reads {got}: the setting did not take", p.display());
         }
         Ok(PowerSession { board, discovered: engaged.discovered, applied, state })
+    }
+
+    /// The board and its files, for telemetry, when the service manager holds the clocks
+    /// ([`ClockControl::Service`]): nothing is written, restored or registered for restore; a
+    /// state file left at `[power] state_file` belongs to `clocks apply` and stays.
+    pub fn observe(config: &PowerConfig) -> PowerSession {
+        let board = Board::detect(&config.root);
+        log::info!("board: {board}");
+        let state = StateFile::new(&config.state_file);
+        if board.is_jetson() {
+            if state.exists() {
+                log::info!(
+                    "[power] profile '{}' applied by the service (`jetdetect clocks apply --service` before this \
+                     process, `clocks restore` after it; originals in {})",
+                    config.profile,
+                    state.path.display()
+                );
+            } else {
+                log::info!(
+                    "[power] profile '{}': no clock state in {}: the profile changed nothing, or was not \
+                     applied (the journal has `clocks apply`'s reason); clocks as the system set them",
+                    config.profile,
+                    state.path.display()
+                );
+            }
+        }
+        PowerSession { board, discovered: Discovered::scan(&config.root), applied: false, state }
     }
 
     /// True when the profile was applied (and will be restored).
