@@ -29,33 +29,13 @@ for t in $QEMU cpio depmod modprobe readelf xz apt-get; do
     command -v "$t" >/dev/null || { echo "vivid.sh: $t is missing: apt-get install $PKG cpio kmod binutils xz-utils" >&2; exit 2; }
 done
 
-mkdir -p "$WORK/debs"
-KVER=$(apt-cache depends "linux-image-$ARCH:$ARCH" 2>/dev/null | sed -n 's/.*Depends: linux-image-\([0-9][^ :]*\).*/\1/p' | head -1)
-[ -n "$KVER" ] || { echo "vivid.sh: cannot resolve Debian's $ARCH kernel version (dpkg --add-architecture $ARCH; apt-get update)" >&2; exit 2; }
-STAGE=$WORK/stage-$KVER
-if [ ! -e "$STAGE/boot/vmlinuz-$KVER" ]; then
-    (cd "$WORK/debs" && apt-get download "linux-image-$KVER:$ARCH" "busybox-static:$ARCH" >/dev/null)
-    rm -rf "$STAGE"; mkdir -p "$STAGE"
-    for f in "$WORK"/debs/linux-image-"$KVER"_*.deb "$WORK"/debs/busybox-static_*.deb; do dpkg -x "$f" "$STAGE"; done
-    depmod -b "$STAGE" "$KVER"
-fi
-VMLINUX=$WORK/vmlinux-$KVER
-if [ "$ARCH" = arm64 ]; then
-    VMLINUX=$STAGE/boot/vmlinuz-$KVER   # QEMU loads the compressed arm64 Image itself
-elif [ ! -s "$VMLINUX" ]; then  # the uncompressed ELF boots through PVH, skipping ~10 s of decompression under TCG
-    off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$STAGE/boot/vmlinuz-$KVER" | head -1 | cut -d: -f1)
-    tail -c +$((off + 1)) "$STAGE/boot/vmlinuz-$KVER" | xz -dc --single-stream > "$VMLINUX" 2>/dev/null || true
-    [ "$(head -c4 "$VMLINUX")" = $'\x7fELF' ] || { echo "vivid.sh: kernel extraction failed" >&2; rm -f "$VMLINUX"; exit 1; }
-fi
+. tests/vm/kernel.sh
+vm_stage_kernel "$ARCH" "$WORK"
 
 ROOT=$WORK/root; rm -rf "$ROOT"
 mkdir -p "$ROOT"/{bin,etc,proc,sys,dev,tmp,run,lib/modules,lib/$TRIPLET,lib64,jd}
 cp "$STAGE/bin/busybox" "$ROOT/bin/"
-MD=$STAGE/lib/modules/$KVER
-: > "$ROOT/etc/modules.list"
-modprobe -d "$STAGE" -S "$KVER" --show-depends vivid | awk '$1=="insmod"{print $2}' | while read -r p; do
-    r=${p#"$MD"/}; mkdir -p "$ROOT/lib/modules/$(dirname "$r")"; cp "$p" "$ROOT/lib/modules/$r"; echo "$r" >> "$ROOT/etc/modules.list"
-done
+vm_copy_modules "$ROOT" vivid
 if [ "$ARCH" = amd64 ]; then strip -o "$ROOT/bin/jetdetect" "$BIN"; else cp "$BIN" "$ROOT/bin/jetdetect"; fi
 for lib in $(readelf -d "$BIN" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
     cp -L "/lib/$TRIPLET/$lib" "$ROOT/lib/$TRIPLET/$lib"
