@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine;
+use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
 use crate::power::PowerConfig;
+use crate::preprocess;
 use crate::source::SourceUri;
 use crate::yolo::LayoutHint;
 
@@ -95,11 +96,11 @@ impl Default for ModelConfig {
 pub struct EngineConfig {
     /// `auto` (ONNX Runtime when its library is found, else tract), `tract` (pure Rust,
     /// CPU, no library) or `onnxruntime` (TensorRT / CUDA / CPU providers).
-    pub kind: String,
+    pub kind: EngineKind,
     /// ONNX Runtime library; empty: `ORT_DYLIB_PATH`, then the usual JetPack and system places.
     pub library: PathBuf,
     /// ONNX Runtime execution providers in order of preference: `tensorrt`, `cuda`, `cpu`.
-    pub providers: Vec<String>,
+    pub providers: Vec<Provider>,
     /// Intra-op threads for ONNX Runtime (0: its default).
     pub threads: usize,
     /// `[engine.tensorrt]`
@@ -109,9 +110,9 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            kind: "auto".to_string(),
+            kind: EngineKind::Auto,
             library: PathBuf::new(),
-            providers: crate::engine::onnxruntime::PROVIDERS.iter().map(|p| p.to_string()).collect(),
+            providers: Provider::ALL.to_vec(),
             threads: 0,
             tensorrt: Default::default(),
         }
@@ -124,12 +125,12 @@ impl Default for EngineConfig {
 pub struct PreprocessConfig {
     /// Where preprocessing runs: `cpu`, or `gpu` / `dla` (a generated ONNX
     /// graph run by the ONNX Runtime engine's providers, DLA through TensorRT).
-    pub device: String,
+    pub device: preprocess::Device,
 }
 
 impl Default for PreprocessConfig {
     fn default() -> Self {
-        PreprocessConfig { device: "cpu".to_string() }
+        PreprocessConfig { device: preprocess::Device::Cpu }
     }
 }
 
@@ -278,8 +279,8 @@ impl Config {
         if !self.engine.library.as_os_str().is_empty() {
             files.push(("engine", "library", &self.engine.library));
         }
-        if let Some(t) = &self.engine.tensorrt.int8_calibration_table {
-            files.push(("engine.tensorrt", "int8_calibration_table", t));
+        if let Precision::Int8 { table } = &self.engine.tensorrt.precision {
+            files.push(("engine.tensorrt", "int8_calibration_table", table));
         }
         for (section, key, file) in files {
             if let Some(link) = link_inside(dir, file) {
@@ -332,8 +333,9 @@ impl Config {
             self.engine.library = join(base, &self.engine.library);
         }
         self.power.state_file = join(base, &self.power.state_file);
-        let table = &mut self.engine.tensorrt.int8_calibration_table;
-        *table = table.as_deref().map(|p| join(base, p));
+        if let Precision::Int8 { table } = &mut self.engine.tensorrt.precision {
+            *table = join(base, table);
+        }
         // A relative file:// location is relative to the config file too.
         if let Some(rest) = self.source.uri.strip_prefix("file://") {
             if !rest.starts_with('/') {
@@ -376,45 +378,11 @@ impl Config {
                 ));
             }
         }
-        if !engine::KINDS.contains(&self.engine.kind.as_str()) {
-            return Err(err(
-                "engine",
-                "kind",
-                format!(
-                    "'{}' is not an engine of this build: use {}",
-                    self.engine.kind,
-                    engine::KINDS.join(", ")
-                ),
-            ));
-        }
-        for p in &self.engine.providers {
-            if !crate::engine::onnxruntime::PROVIDERS.contains(&p.as_str()) {
-                return Err(err(
-                    "engine",
-                    "providers",
-                    format!("'{p}' is not a provider: use tensorrt, cuda, cpu"),
-                ));
-            }
-        }
         if self.engine.providers.is_empty() {
             return Err(err("engine", "providers", "must list at least one of tensorrt, cuda, cpu".into()));
         }
         let t = &self.engine.tensorrt;
-        if !["fp16", "fp32", "int8"].contains(&t.precision.as_str()) {
-            return Err(err(
-                "engine.tensorrt",
-                "precision",
-                format!("'{}': use fp16, fp32 or int8", t.precision),
-            ));
-        }
-        if t.precision == "int8" && t.int8_calibration_table.is_none() {
-            return Err(err(
-                "engine.tensorrt",
-                "int8_calibration_table",
-                "precision = \"int8\" needs a calibration table".into(),
-            ));
-        }
-        if t.dla_core.is_some() && t.precision == "fp32" {
+        if t.dla_core.is_some() && t.precision == Precision::Fp32 {
             return Err(err(
                 "engine.tensorrt",
                 "precision",
@@ -441,35 +409,24 @@ impl Config {
                 format!("{} is out of range: allowed 0 to 5", t.builder_optimization_level),
             ));
         }
-        match self.preprocess.device.as_str() {
-            "cpu" => {}
-            "gpu" | "dla" if self.engine.kind != "onnxruntime" => {
-                return Err(err(
-                    "preprocess",
-                    "device",
-                    format!(
-                        "\"{}\" runs the preprocessing graph in ONNX Runtime: set [engine] kind = \"onnxruntime\", \
-                         or use \"cpu\"",
-                        self.preprocess.device
-                    ),
-                ));
-            }
-            "dla" if !self.engine.providers.iter().any(|p| p == "tensorrt") => {
-                return Err(err(
-                    "preprocess",
-                    "device",
-                    "\"dla\" runs through TensorRT: add \"tensorrt\" to [engine] providers, or use \"gpu\""
-                        .into(),
-                ));
-            }
-            "gpu" | "dla" => {}
-            other => {
-                return Err(err(
-                    "preprocess",
-                    "device",
-                    format!("'{other}' is not a device: use \"cpu\", \"gpu\" or \"dla\""),
-                ));
-            }
+        let device = self.preprocess.device;
+        if device != preprocess::Device::Cpu && self.engine.kind != EngineKind::OnnxRuntime {
+            return Err(err(
+                "preprocess",
+                "device",
+                format!(
+                    "\"{device}\" runs the preprocessing graph in ONNX Runtime: set [engine] kind = \"onnxruntime\", \
+                     or use \"cpu\""
+                ),
+            ));
+        }
+        if device == preprocess::Device::Dla && !self.engine.providers.contains(&Provider::TensorRt) {
+            return Err(err(
+                "preprocess",
+                "device",
+                "\"dla\" runs through TensorRT: add \"tensorrt\" to [engine] providers, or use \"gpu\""
+                    .into(),
+            ));
         }
         let o = &self.output;
         if o.socket.as_os_str().is_empty() {
@@ -543,8 +500,7 @@ impl Config {
                 });
             }
         }
-        let t = &self.engine.tensorrt;
-        if let (true, Some(table)) = (t.precision == "int8", &t.int8_calibration_table) {
+        if let Precision::Int8 { table } = &self.engine.tensorrt.precision {
             engine::calibration::read(table).map_err(|message| ConfigError {
                 file: path.to_path_buf(),
                 line: locate(text, "engine.tensorrt", "int8_calibration_table"),
@@ -681,6 +637,56 @@ mod tests {
         let c = Config::parse(&text("calib.cache"), &path).unwrap();
         c.check_files(&path, &text("calib.cache")).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn named_values_are_typed_where_they_are_read_and_round_trip() {
+        use crate::power::{OnFailure, Profile};
+        let c = parse(
+            "[engine]\nkind = \"onnxruntime\"\nproviders = [\"tensorrt\", \"cpu\"]\n[engine.tensorrt]\n\
+             precision = \"int8\"\nint8_calibration_table = \"calib.cache\"\ndla_core = 1\n[preprocess]\n\
+             device = \"dla\"\n[power]\nprofile = \"locked\"\non_failure = \"exit\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.engine.kind, EngineKind::OnnxRuntime);
+        assert_eq!(c.engine.providers, [Provider::TensorRt, Provider::Cpu]);
+        assert_eq!(
+            c.engine.tensorrt.precision,
+            Precision::Int8 { table: "/etc/jetdetect/calib.cache".into() }
+        );
+        assert_eq!(c.preprocess.device, preprocess::Device::Dla);
+        assert_eq!((c.power.profile, c.power.on_failure), (Profile::Locked, OnFailure::Exit));
+        let again: Config = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(c, again);
+        // INT8 without its table: at the table's line, naming the key.
+        let e = parse("[detect]\niou = 0.5\n[engine.tensorrt]\nprecision = \"int8\"\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.message.contains("int8_calibration_table: precision = \"int8\" needs a calibration table"),
+            "{e}"
+        );
+        // A wrong word: its line, the key and the words allowed.
+        for (text, line, want) in [
+            (
+                "[power]\n\non_failure = \"retry\"\n",
+                3,
+                "[power] on_failure: 'retry' is not allowed: use continue or exit",
+            ),
+            ("[power]\nprofile = \"turbo\"\n", 2, "use dynamic, max, locked"),
+            (
+                "[engine]\nproviders = [\"cpu\",\n  \"npu\"]\n",
+                2,
+                "[engine] providers: 'npu' is not a provider",
+            ),
+            ("[engine.tensorrt]\nprecision = \"bf16\"\n", 2, "use fp16, fp32 or int8"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.line, Some(line), "{e}");
+            assert!(e.message.contains(want), "{e}");
+        }
+        for p in Provider::ALL {
+            assert_eq!(p.name().parse::<Provider>(), Ok(*p));
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::engine::{self, Engine, EngineOptions, InputStage, StageDevice};
 use crate::error::{Error, Result};
 use crate::frame::{encode_rgb, Frame, PixelFormat};
-use crate::preprocess::{graph, CpuPreprocessor, Letterbox, PreprocessError, Preprocessor};
+use crate::preprocess::{self, graph, CpuPreprocessor, Letterbox, PreprocessError, Preprocessor};
 
 /// Accelerator graphs kept for frame geometries seen recently (a camera that
 /// renegotiates, a folder of differently sized images).
@@ -63,7 +63,7 @@ impl Detector {
             threads: e.threads,
             tensorrt: e.tensorrt.clone(),
         };
-        let engine = engine::open(&config.engine.kind, &config.model.path, &options)?;
+        let engine = engine::open(config.engine.kind, &config.model.path, &options)?;
         let names = match &config.model.names {
             Some(p) => Some(ClassNames::from_file(p).map_err(Error::Model)?),
             None => None,
@@ -76,10 +76,10 @@ impl Detector {
         };
         let mut detector =
             Detector::new(engine, Box::new(CpuPreprocessor::new()), names, config.model.layout, decode)?;
-        match config.preprocess.device.as_str() {
-            "gpu" => detector.preprocess_on(StageDevice::Gpu),
-            "dla" => detector.preprocess_on(StageDevice::Dla),
-            _ => {}
+        match config.preprocess.device {
+            preprocess::Device::Gpu => detector.preprocess_on(StageDevice::Gpu),
+            preprocess::Device::Dla => detector.preprocess_on(StageDevice::Dla),
+            preprocess::Device::Cpu => {}
         }
         Ok(detector)
     }

@@ -12,6 +12,9 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod named;
+
 pub mod bench;
 pub mod client;
 pub mod clock;

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use jetdetect::client;
 use jetdetect::config::Config;
 use jetdetect::detector::Detector;
+use jetdetect::engine::onnxruntime::{Precision, PrecisionName};
+use jetdetect::engine::{EngineKind, Provider};
 use jetdetect::eval::{match_frame, Counts};
 use jetdetect::frame::Frame;
 use jetdetect::pipeline::{self, RunOptions};
@@ -195,7 +197,7 @@ struct ClockArgs {
     config: Option<PathBuf>,
     /// Profile: dynamic, max or locked (overrides [power] profile).
     #[arg(long)]
-    profile: Option<String>,
+    profile: Option<power::Profile>,
     /// Directory standing for / (a fixture tree, or a mounted image).
     #[arg(long)]
     root: Option<PathBuf>,
@@ -238,21 +240,21 @@ struct ModelArgs {
     /// Output layout: auto, v5 or v8.
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutHint>,
-    /// Engine: tract (pure Rust, CPU) or onnxruntime.
+    /// Engine: auto, tract (pure Rust, CPU) or onnxruntime.
     #[arg(long)]
-    engine: Option<String>,
+    engine: Option<EngineKind>,
     /// ONNX Runtime providers in order of preference, e.g. tensorrt,cuda,cpu.
     #[arg(long, value_delimiter = ',')]
-    providers: Option<Vec<String>>,
+    providers: Option<Vec<Provider>>,
     /// ONNX Runtime library (libonnxruntime.so).
     #[arg(long)]
     ort_library: Option<PathBuf>,
     /// Where preprocessing runs: cpu, gpu or dla.
     #[arg(long)]
-    preprocess: Option<String>,
-    /// TensorRT precision: fp16, fp32 or int8.
+    preprocess: Option<jetdetect::preprocess::Device>,
+    /// TensorRT precision: fp16, fp32 or int8 (with the config's int8_calibration_table).
     #[arg(long)]
-    precision: Option<String>,
+    precision: Option<PrecisionName>,
     /// TensorRT engine and timing cache folder ("" disables caching).
     #[arg(long)]
     trt_cache: Option<PathBuf>,
@@ -316,8 +318,8 @@ impl ModelArgs {
             config.model.layout = v;
         }
         let e = &mut config.engine;
-        if let Some(v) = &self.engine {
-            e.kind = v.clone();
+        if let Some(v) = self.engine {
+            e.kind = v;
         }
         if let Some(v) = &self.providers {
             e.providers = v.clone();
@@ -325,8 +327,14 @@ impl ModelArgs {
         if let Some(v) = &self.ort_library {
             e.library = v.clone();
         }
-        if let Some(v) = &self.precision {
-            e.tensorrt.precision = v.clone();
+        if let Some(name) = self.precision {
+            let table = match &e.tensorrt.precision {
+                Precision::Int8 { table } => Some(table.clone()),
+                _ => None,
+            };
+            e.tensorrt.precision = Precision::new(name, table).map_err(|message| {
+                jetdetect::config::ConfigError { file: path.clone(), line: None, message }
+            })?;
         }
         if let Some(v) = &self.trt_cache {
             e.tensorrt.cache_dir = v.clone();
@@ -337,8 +345,8 @@ impl ModelArgs {
         if let Some(v) = self.threads {
             e.threads = v;
         }
-        if let Some(v) = &self.preprocess {
-            config.preprocess.device = v.clone();
+        if let Some(v) = self.preprocess {
+            config.preprocess.device = v;
         }
         config.validate(&text, &path)?;
         Ok(config)
@@ -618,8 +626,8 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
         Some(p) => Config::load(p)?.power,
         None => power::PowerConfig::default(),
     };
-    if let Some(p) = &args.profile {
-        cfg.profile = p.clone();
+    if let Some(p) = args.profile {
+        cfg.profile = p;
     }
     if let Some(r) = &args.root {
         cfg.root = r.clone();
@@ -754,7 +762,7 @@ fn cmd_clocks(action: ClocksAction) -> Result<bool, Error> {
             }
             let done = match power::engage(&cfg, &state) {
                 Ok(done) => done,
-                Err(power::Failure::System(e)) if service && cfg.on_failure == "continue" => {
+                Err(power::Failure::System(e)) if service && cfg.on_failure == power::OnFailure::Continue => {
                     eprintln!(
                         "jetdetect: [power] profile '{}' not applied: {e}; the service runs with the clocks \
                          as they are ([power] on_failure = \"exit\" makes this stop it)",

@@ -5,8 +5,75 @@
 
 use hdrhistogram::Histogram;
 
-/// The stages measured per frame, in pipeline order.
-pub const STAGES: [&str; 6] = ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"];
+/// A stage the daemon times per frame, in pipeline order. Messages, metrics and logs name
+/// them by [`Stage::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Capture to the start of inference: how old the frame is when work on it begins.
+    Queue,
+    /// Frame to model input.
+    Preprocess,
+    /// The engine's run.
+    Inference,
+    /// Boxes and NMS.
+    Decode,
+    /// End of inference to the detections on the socket.
+    Publish,
+    /// Capture to publication.
+    EndToEnd,
+}
+
+impl Stage {
+    /// Every stage, in pipeline order (the order of [`PerStage`]).
+    pub const ALL: [Stage; 6] =
+        [Stage::Queue, Stage::Preprocess, Stage::Inference, Stage::Decode, Stage::Publish, Stage::EndToEnd];
+
+    /// The stage's name in messages, metrics and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stage::Queue => "queue",
+            Stage::Preprocess => "preprocess",
+            Stage::Inference => "inference",
+            Stage::Decode => "decode",
+            Stage::Publish => "publish",
+            Stage::EndToEnd => "end_to_end",
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The stages' names, in [`Stage::ALL`] order.
+pub const STAGES: [&str; 6] = {
+    let mut names = [""; 6];
+    let mut i = 0;
+    while i < 6 {
+        names[i] = Stage::ALL[i].name();
+        i += 1;
+    }
+    names
+};
+
+/// One value per [`Stage`], indexed by it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PerStage<T>(pub [T; 6]);
+
+impl<T> std::ops::Index<Stage> for PerStage<T> {
+    type Output = T;
+    fn index(&self, s: Stage) -> &T {
+        &self.0[s as usize]
+    }
+}
+
+impl<T> std::ops::IndexMut<Stage> for PerStage<T> {
+    fn index_mut(&mut self, s: Stage) -> &mut T {
+        &mut self.0[s as usize]
+    }
+}
 
 /// Percentiles of one stage, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
@@ -59,12 +126,22 @@ impl LatencyStats {
         }
     }
 
+    /// Records one frame of the daemon's stages ([`LatencyStats::new`]).
+    pub fn record_stages(&mut self, us: &PerStage<u64>) {
+        self.record(us.0);
+    }
+
+    /// Percentiles of one of the daemon's stages ([`LatencyStats::new`]) in milliseconds.
+    pub fn stage(&self, stage: Stage) -> Percentiles {
+        self.percentiles(stage as usize)
+    }
+
     /// Frames recorded.
     pub fn count(&self) -> u64 {
         self.hists[0].len()
     }
 
-    /// Percentiles of stage `index` (see [`STAGES`]) in milliseconds.
+    /// Percentiles of stage `index`, in the order the caller records them, in milliseconds.
     pub fn percentiles(&self, index: usize) -> Percentiles {
         let h = &self.hists[index];
         if h.is_empty() {
@@ -109,10 +186,15 @@ mod tests {
     fn percentiles_of_a_known_distribution() {
         let mut s = LatencyStats::new();
         for i in 1..=1000u64 {
-            s.record([i * 10, 0, 0, 0, 0, i * 1000]);
+            let mut us = PerStage::default();
+            us[Stage::Queue] = i * 10;
+            us[Stage::EndToEnd] = i * 1000;
+            s.record_stages(&us);
         }
         assert_eq!(s.count(), 1000);
-        let e2e = s.percentiles(5);
+        assert_eq!(STAGES, ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"]);
+        let e2e = s.stage(Stage::EndToEnd);
+        assert!((s.stage(Stage::Queue).p50 - 5.0).abs() < 0.01, "{:?}", s.stage(Stage::Queue));
         assert!((e2e.p50 - 500.0).abs() < 1.0, "{e2e:?}");
         assert!((e2e.p90 - 900.0).abs() < 1.0, "{e2e:?}");
         assert!((e2e.p99 - 990.0).abs() < 1.0, "{e2e:?}");
@@ -122,6 +204,6 @@ mod tests {
         assert_eq!(t.count(), 1000);
         s.reset();
         assert_eq!(s.count(), 0);
-        assert_eq!(s.percentiles(0), Percentiles::default());
+        assert_eq!(s.stage(Stage::Queue), Percentiles::default());
     }
 }

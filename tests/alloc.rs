@@ -57,7 +57,8 @@ fn model() -> std::path::PathBuf {
 #[test]
 fn steady_state_allocates_nothing_per_frame_outside_the_engine() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut engine = engine::open("tract", &model(), &EngineOptions::default()).unwrap();
+    let mut engine =
+        engine::open(jetdetect::engine::EngineKind::Tract, &model(), &EngineOptions::default()).unwrap();
     let out_shape = engine.output_shape().to_vec();
     let layout = Layout::detect(&out_shape, LayoutHint::Auto).unwrap();
     let (w, h) = engine.input_size();
@@ -97,7 +98,7 @@ fn steady_state_allocates_nothing_per_frame_outside_the_engine() {
                 line.clear();
                 write_detections(&mut line, &report, &names, Instant::now(), 0);
             });
-            run(4, &mut || stats.record(report.stage_us(Instant::now())));
+            run(4, &mut || stats.record_stages(&report.stage_us(Instant::now())));
             n
         };
         for _ in 0..5 {
@@ -135,7 +136,7 @@ fn engine_allocations_per_frame_are_reported() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut config = Config::default();
     config.model.path = model();
-    config.engine.kind = "tract".into();
+    config.engine.kind = jetdetect::engine::EngineKind::Tract;
     let n = detect_allocations(&config);
     // tract allocates the intermediate tensors of each run; this pins the figure
     // so a change shows up here (docs/benchmarks.md).
@@ -152,9 +153,9 @@ fn onnxruntime_cpu() -> Option<Config> {
     };
     let mut config = Config::default();
     config.model.path = model();
-    config.engine.kind = "onnxruntime".into();
+    config.engine.kind = jetdetect::engine::EngineKind::OnnxRuntime;
     config.engine.library = lib;
-    config.engine.providers = vec!["cpu".into()];
+    config.engine.providers = vec![jetdetect::engine::Provider::Cpu];
     Some(config)
 }
 
@@ -168,7 +169,7 @@ fn onnxruntime_engine_allocations_per_frame_are_reported() {
     eprintln!("Rust allocations in one Detector::detect (ONNX Runtime CPU, I/O bound once): {n}");
     assert_eq!(n, 0, "Rust allocations per frame around a bound ONNX Runtime session");
     // Preprocessing as a graph in its own session, bound to the engine's input: one more bound run.
-    config.preprocess.device = "gpu".into();
+    config.preprocess.device = jetdetect::preprocess::Device::Gpu;
     let n = detect_allocations(&config);
     eprintln!("Rust allocations in one Detector::detect (graph preprocessing + engine, CPU provider): {n}");
     assert_eq!(n, 0, "Rust allocations per frame with the preprocessing graph");

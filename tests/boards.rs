@@ -18,7 +18,7 @@ const ORIN_GPU: &str = "devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu
 
 fn config(root: &Path, profile: &str) -> PowerConfig {
     PowerConfig {
-        profile: profile.into(),
+        profile: profile.parse().unwrap(),
         root: root.to_path_buf(),
         state_file: root.join("var/lib/jetdetect/clocks.state"),
         ..PowerConfig::default()

@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::{repo, snapshot, Daemon, BOARDS};
 
 use jetdetect::fault::{self, Fault};
-use jetdetect::power::{self, Discovered, PowerConfig, PowerSession, StateFile};
+use jetdetect::power::{self, Discovered, PowerConfig, PowerSession, Profile, StateFile};
 use serde_json::Value;
 
 /// A private copy of a board's tree, and an empty run directory next to it.
@@ -211,10 +211,10 @@ fn signals_and_panics_during_a_clock_profile_restore_the_clocks_on_every_board()
 
 fn power_config(tree: &Path, state: &Path, on_failure: &str) -> PowerConfig {
     PowerConfig {
-        profile: "locked".into(),
+        profile: Profile::Locked,
         root: tree.to_path_buf(),
         state_file: state.to_path_buf(),
-        on_failure: on_failure.into(),
+        on_failure: on_failure.parse().unwrap(),
         ..PowerConfig::default()
     }
 }
@@ -274,7 +274,7 @@ fn clock_writes_refused_by_the_system_are_named_undone_and_retried() {
         // The system accepts writes again: the next start restores everything first.
         fault::clear_sysfs(&victim);
         let s = PowerSession::start(&PowerConfig {
-            profile: "dynamic".into(),
+            profile: Profile::Dynamic,
             ..power_config(&tree, &state, "exit")
         })
         .unwrap();

@@ -34,7 +34,7 @@ fn library() -> Option<PathBuf> {
 fn config(kind: &str, lib: &Path, model: &str) -> Config {
     let mut c = Config::default();
     c.model.path = root().join("models").join(model);
-    c.engine.kind = kind.into();
+    c.engine.kind = kind.parse().unwrap();
     c.engine.library = lib.to_path_buf();
     c
 }
@@ -106,13 +106,13 @@ fn missing_library_and_missing_providers_are_documented_errors() {
     assert!(e.contains("cannot load ONNX Runtime") || e.contains("already loaded"), "{e}");
     let Some(lib) = library() else { return };
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
-    c.engine.providers = vec!["tensorrt".into()];
+    c.engine.providers = vec![jetdetect::engine::Provider::TensorRt];
     let e = Detector::from_config(&c).err().unwrap().to_string();
     assert!(e.contains("none of the providers") && e.contains("tensorrt"), "{e}");
     assert!(e.contains("TensorRT execution provider is not enabled in this build"), "{e}");
     // DLA asked for on a machine without one: refused before TensorRT could quietly use the GPU.
     c.engine.tensorrt.dla_core = Some(0);
-    c.engine.providers = vec!["tensorrt".into(), "cpu".into()];
+    c.engine.providers = vec![jetdetect::engine::Provider::TensorRt, jetdetect::engine::Provider::Cpu];
     let e = Detector::from_config(&c).err().unwrap().to_string();
     assert!(e.contains("this board has no DLA") && e.contains("remove [engine.tensorrt] dla_core"), "{e}");
 }
@@ -169,7 +169,9 @@ fn preprocessing_graph_in_onnxruntime_equals_cpu_preprocessing() {
     let Some(lib) = library() else { return };
     let (dw, dh) = (256u32, 256u32);
     let options = EngineOptions { ort_library: Some(lib.clone()), ..EngineOptions::default() };
-    let mut engine = engine::open("onnxruntime", &identity_model(256, 256), &options).unwrap();
+    let mut engine =
+        engine::open(jetdetect::engine::EngineKind::OnnxRuntime, &identity_model(256, 256), &options)
+            .unwrap();
     let mut cpu = CpuPreprocessor::new();
     let mut want = vec![0f32; 3 * 256 * 256];
     let mut frame = Frame::empty();
@@ -209,7 +211,7 @@ fn detections_with_accelerated_preprocessing_equal_cpu_preprocessing() {
     let Some(lib) = library() else { return };
     let mut host = Detector::from_config(&config("onnxruntime", &lib, "obstacles-v8.onnx")).unwrap();
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
-    c.preprocess.device = "gpu".into();
+    c.preprocess.device = jetdetect::preprocess::Device::Gpu;
     let mut device = Detector::from_config(&c).unwrap();
     let mut frame = Frame::empty();
     let mut total = 0;
@@ -235,8 +237,8 @@ fn detections_with_accelerated_preprocessing_equal_cpu_preprocessing() {
 fn dla_preprocessing_without_tensorrt_says_what_to_do() {
     let Some(lib) = library() else { return };
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
-    c.engine.providers = vec!["tensorrt".into(), "cpu".into()];
-    c.preprocess.device = "dla".into();
+    c.engine.providers = vec![jetdetect::engine::Provider::TensorRt, jetdetect::engine::Provider::Cpu];
+    c.preprocess.device = jetdetect::preprocess::Device::Dla;
     let mut d = Detector::from_config(&c).unwrap();
     let e = d.warm_up(1).unwrap_err().to_string();
     assert!(

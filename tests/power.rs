@@ -29,7 +29,7 @@ fn read(p: &Path) -> String {
 
 fn config(root: &Path, profile: &str) -> PowerConfig {
     PowerConfig {
-        profile: profile.into(),
+        profile: profile.parse().unwrap(),
         root: root.to_path_buf(),
         state_file: root.with_extension("state"),
         ..PowerConfig::default()

@@ -143,7 +143,7 @@ fn end_to_end_matches_numpy_and_ultralytics_predict() {
     let r = reference();
     for layout in ["v8", "v5"] {
         let mut config = Config::default();
-        config.engine.kind = "tract".into();
+        config.engine.kind = jetdetect::engine::EngineKind::Tract;
         config.model.path = root().join("models").join(r["models"][layout]["file"].as_str().unwrap());
         config.detect.confidence = r["conf"].as_f64().unwrap() as f32;
         config.detect.iou = r["iou"].as_f64().unwrap() as f32;
@@ -177,7 +177,7 @@ fn end_to_end_matches_numpy_and_ultralytics_predict() {
 fn both_layouts_give_the_same_detections() {
     let dets = |file: &str| {
         let mut config = Config::default();
-        config.engine.kind = "tract".into();
+        config.engine.kind = jetdetect::engine::EngineKind::Tract;
         config.model.path = root().join("models").join(file);
         let mut d = Detector::from_config(&config).unwrap();
         let frame = load_fixture("scene_480x480.png");

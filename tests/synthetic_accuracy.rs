@@ -9,7 +9,7 @@ use jetdetect::source;
 
 fn score(uri: &str, frames: u64) -> Counts {
     let mut config = Config::default();
-    config.engine.kind = "tract".into();
+    config.engine.kind = jetdetect::engine::EngineKind::Tract;
     config.model.path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/obstacles-v8.onnx").into();
     let mut detector = Detector::from_config(&config).unwrap();
     let mut src = source::open(uri).unwrap();

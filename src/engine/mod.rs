@@ -14,6 +14,48 @@ pub mod trt_log;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::str::FromStr;
+
+named_enum! {
+    /// `[engine] kind` and `--engine`: what runs the model.
+    pub enum EngineKind {
+        /// ONNX Runtime when its library is found, else tract ([`open`]).
+        Auto = "auto",
+        /// tract: pure Rust, on the CPU, nothing to install.
+        Tract = "tract",
+        /// ONNX Runtime with its TensorRT, CUDA and CPU providers.
+        OnnxRuntime = "onnxruntime",
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::from_name(s).ok_or_else(|| {
+            format!("[engine] kind: '{s}' is not an engine of this build: use {}", Self::names(", "))
+        })
+    }
+}
+
+named_enum! {
+    /// `[engine] providers` and `--providers`: ONNX Runtime's execution providers.
+    pub enum Provider {
+        /// TensorRT (Jetson's GPU and DLA cores).
+        TensorRt = "tensorrt",
+        /// CUDA kernels on the GPU.
+        Cuda = "cuda",
+        /// ONNX Runtime's own CPU kernels (MLAS).
+        Cpu = "cpu",
+    }
+}
+
+impl FromStr for Provider {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::from_name(s)
+            .ok_or_else(|| format!("[engine] providers: '{s}' is not a provider: use {}", Self::names(", ")))
+    }
+}
 
 /// Why a model could not be loaded or run.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +79,7 @@ pub struct EngineOptions {
     /// ONNX Runtime library (`[engine] library`); `None`: `ORT_DYLIB_PATH` or the usual places.
     pub ort_library: Option<std::path::PathBuf>,
     /// ONNX Runtime execution providers, in order of preference.
-    pub providers: Vec<String>,
+    pub providers: Vec<Provider>,
     /// Intra-op threads (0: the engine's default).
     pub threads: usize,
     /// TensorRT provider options.
@@ -49,7 +91,7 @@ impl Default for EngineOptions {
         EngineOptions {
             dynamic_input: (640, 640),
             ort_library: None,
-            providers: onnxruntime::PROVIDERS.iter().map(|p| p.to_string()).collect(),
+            providers: Provider::ALL.to_vec(),
             threads: 0,
             tensorrt: onnxruntime::TensorRtOptions::default(),
         }
@@ -138,18 +180,12 @@ pub trait Engine: Send {
     }
 }
 
-/// The engine kinds this build knows, for config validation and messages.
-pub const KINDS: [&str; 3] = ["auto", "tract", "onnxruntime"];
-
-/// Loads `model` with the engine called `kind`.
-pub fn open(kind: &str, model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, EngineError> {
+/// Loads `model` with the engine `kind`.
+pub fn open(kind: EngineKind, model: &Path, options: &EngineOptions) -> Result<Box<dyn Engine>, EngineError> {
     match kind {
-        "auto" => open_auto(model, options),
-        "tract" => Ok(Box::new(tract::TractEngine::load(model, options)?)),
-        "onnxruntime" => Ok(Box::new(onnxruntime::OrtEngine::load(model, options)?)),
-        other => {
-            Err(EngineError::Model(format!("unknown engine '{other}': this build has {}", KINDS.join(", "))))
-        }
+        EngineKind::Auto => open_auto(model, options),
+        EngineKind::Tract => Ok(Box::new(tract::TractEngine::load(model, options)?)),
+        EngineKind::OnnxRuntime => Ok(Box::new(onnxruntime::OrtEngine::load(model, options)?)),
     }
 }
 

@@ -15,19 +15,75 @@ use ort::session::Session;
 use ort::value::{Tensor, TensorRef, ValueType};
 use ort::AsPointer;
 
-use super::{dla, trt_log, Engine, EngineError, EngineOptions, InputStage, StageDevice};
+use super::{dla, trt_log, Engine, EngineError, EngineOptions, InputStage, Provider, StageDevice};
+
+named_enum! {
+    /// `[engine.tensorrt] precision` and `--precision` as written; [`Precision`] is what it means.
+    pub enum PrecisionName {
+        /// FP16 where TensorRT finds it faster (the default).
+        Fp16 = "fp16",
+        /// FP32 throughout.
+        Fp32 = "fp32",
+        /// INT8 with FP16 fallback, from a calibration table.
+        Int8 = "int8",
+    }
+}
+
+impl std::str::FromStr for PrecisionName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::from_name(s)
+            .ok_or_else(|| format!("[engine.tensorrt] precision: '{s}': use fp16, fp32 or int8"))
+    }
+}
+
+/// What TensorRT computes in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// FP16 where faster (TensorRT keeps FP32 where FP16 would not be).
+    Fp16,
+    /// FP32 throughout.
+    Fp32,
+    /// INT8 with FP16 fallback.
+    Int8 {
+        /// The calibration table, in TensorRT's own cache format (`engine::calibration`).
+        table: PathBuf,
+    },
+}
+
+impl Precision {
+    /// Its name in the config.
+    pub fn name(&self) -> PrecisionName {
+        match self {
+            Precision::Fp16 => PrecisionName::Fp16,
+            Precision::Fp32 => PrecisionName::Fp32,
+            Precision::Int8 { .. } => PrecisionName::Int8,
+        }
+    }
+
+    /// `precision = name` with `int8_calibration_table = table`; INT8 needs the table (a table
+    /// given with another precision is not used).
+    pub fn new(name: PrecisionName, table: Option<PathBuf>) -> Result<Precision, String> {
+        Ok(match name {
+            PrecisionName::Fp16 => Precision::Fp16,
+            PrecisionName::Fp32 => Precision::Fp32,
+            PrecisionName::Int8 => Precision::Int8 {
+                table: table.ok_or_else(|| {
+                    "[engine.tensorrt] int8_calibration_table: precision = \"int8\" needs a calibration table"
+                        .to_string()
+                })?,
+            },
+        })
+    }
+}
 
 /// `[engine.tensorrt]`: TensorRT execution provider options.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(try_from = "TensorRtToml", into = "TensorRtToml")]
 pub struct TensorRtOptions {
-    /// `fp16`, `fp32` or `int8`.
-    pub precision: String,
-    /// INT8 calibration table (TensorRT format), required for `int8`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub int8_calibration_table: Option<PathBuf>,
+    /// `precision` and, for INT8, `int8_calibration_table`.
+    pub precision: Precision,
     /// DLA core to run on (with GPU fallback); none by default.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub dla_core: Option<u32>,
     /// Where engine and timing caches live; empty disables caching.
     pub cache_dir: PathBuf,
@@ -44,8 +100,7 @@ pub struct TensorRtOptions {
 impl Default for TensorRtOptions {
     fn default() -> Self {
         TensorRtOptions {
-            precision: "fp16".into(),
-            int8_calibration_table: None,
+            precision: Precision::Fp16,
             dla_core: None,
             cache_dir: PathBuf::from("/var/cache/jetdetect/tensorrt"),
             builder_optimization_level: 3,
@@ -55,8 +110,63 @@ impl Default for TensorRtOptions {
     }
 }
 
-/// Execution providers by name, in the order they are tried.
-pub const PROVIDERS: [&str; 3] = ["tensorrt", "cuda", "cpu"];
+/// `[engine.tensorrt]` as written in the file.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct TensorRtToml {
+    precision: PrecisionName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    int8_calibration_table: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dla_core: Option<u32>,
+    cache_dir: PathBuf,
+    builder_optimization_level: u8,
+    cuda_graph: bool,
+    workspace_mib: usize,
+}
+
+impl Default for TensorRtToml {
+    fn default() -> Self {
+        TensorRtOptions::default().into()
+    }
+}
+
+impl TryFrom<TensorRtToml> for TensorRtOptions {
+    type Error = String;
+    fn try_from(t: TensorRtToml) -> Result<Self, String> {
+        Ok(TensorRtOptions {
+            precision: Precision::new(t.precision, t.int8_calibration_table)?,
+            dla_core: t.dla_core,
+            cache_dir: t.cache_dir,
+            builder_optimization_level: t.builder_optimization_level,
+            cuda_graph: t.cuda_graph,
+            workspace_mib: t.workspace_mib,
+        })
+    }
+}
+
+impl From<TensorRtOptions> for TensorRtToml {
+    fn from(o: TensorRtOptions) -> Self {
+        let (precision, int8_calibration_table) = match o.precision {
+            Precision::Int8 { table } => (PrecisionName::Int8, Some(table)),
+            p => (p.name(), None),
+        };
+        TensorRtToml {
+            precision,
+            int8_calibration_table,
+            dla_core: o.dla_core,
+            cache_dir: o.cache_dir,
+            builder_optimization_level: o.builder_optimization_level,
+            cuda_graph: o.cuda_graph,
+            workspace_mib: o.workspace_mib,
+        }
+    }
+}
+
+/// `providers` as written in the config (`tensorrt > cuda`), for messages.
+pub fn provider_names(providers: &[Provider], sep: &str) -> String {
+    providers.iter().map(|p| p.name()).collect::<Vec<_>>().join(sep)
+}
 
 /// Where ONNX Runtime's library is installed, in order of preference, under the root standing for `/`:
 /// source builds and jetson-containers (`--build_shared_lib`, installed to `/usr/local/lib`), distribution
@@ -412,7 +522,7 @@ pub struct OrtEngine {
     env: &'static ort::environment::Environment,
     library: PathBuf,
     options: EngineOptions,
-    used: Vec<String>,
+    used: Vec<Provider>,
     output_shape: Vec<usize>,
     /// Host output tensor of `output_shape`, bound once: each run writes it, [`Engine::run`] lends it out.
     output: Tensor<f32>,
@@ -424,11 +534,11 @@ pub struct OrtEngine {
 
 /// The versions this session runs on: ONNX Runtime's, and, where TensorRT or CUDA providers were
 /// taken, TensorRT's and CUDA's runtime (from the libraries the loader will find).
-fn runtime_versions(library: &Path, used: &[String]) -> BTreeMap<String, String> {
+fn runtime_versions(library: &Path, used: &[Provider]) -> BTreeMap<String, String> {
     let mut v = BTreeMap::from([("onnxruntime".to_string(), ort_version(library))]);
     let dirs = tensorrt_dirs(library);
-    let gpu = used.iter().any(|p| p != "cpu");
-    if used.iter().any(|p| p == "tensorrt") {
+    let gpu = used.iter().any(|p| *p != Provider::Cpu);
+    if used.contains(&Provider::TensorRt) {
         v.insert("tensorrt".into(), tensorrt_version(&dirs).unwrap_or_else(|| "unknown".into()));
     }
     if gpu {
@@ -450,15 +560,10 @@ fn tensorrt(
         .with_builder_optimization_level(opts.builder_optimization_level)
         .with_max_workspace_size(opts.workspace_mib << 20)
         .with_cuda_graph(opts.cuda_graph);
-    match opts.precision.as_str() {
-        "fp16" => trt = trt.with_fp16(true),
-        "fp32" => {}
-        "int8" => {
-            let table = opts.int8_calibration_table.as_ref().ok_or_else(|| {
-                EngineError::Model(
-                    "[engine.tensorrt] precision = \"int8\" needs int8_calibration_table".into(),
-                )
-            })?;
+    match &opts.precision {
+        Precision::Fp16 => trt = trt.with_fp16(true),
+        Precision::Fp32 => {}
+        Precision::Int8 { table } => {
             // TensorRT's own cache format: without the native flag ONNX Runtime would parse it as its
             // FlatBuffers table. Checked here, so a wrong file fails at start, not at the engine build.
             let t = super::calibration::read(table).map_err(EngineError::Model)?;
@@ -475,11 +580,6 @@ fn tensorrt(
                 .with_int8_calibration_table_name(table.display())
                 .with_int8_use_native_calibration_table(true);
         }
-        other => {
-            return Err(EngineError::Model(format!(
-                "[engine.tensorrt] precision = \"{other}\": use fp16, fp32 or int8"
-            )))
-        }
     }
     if let Some(core) = opts.dla_core {
         // The detailed build log is where TensorRT says which layers it put on the DLA.
@@ -495,7 +595,7 @@ fn tensorrt(
         } else {
             let dir = opts.cache_dir.display().to_string();
             let dla = opts.dla_core.map(|c| format!("dla{c}")).unwrap_or_else(|| "gpu".into());
-            let prefix = cache_prefix(key, &opts.precision, &dla, versions);
+            let prefix = cache_prefix(key, opts.precision.name(), &dla, versions);
             let cached = std::fs::read_dir(&opts.cache_dir)
                 .into_iter()
                 .flatten()
@@ -520,7 +620,7 @@ fn tensorrt(
 }
 
 /// The engine cache file prefix: `{model hash}_{precision}_{gpu|dlaN}_trt{version}_ort{version}`.
-fn cache_prefix(key: &str, precision: &str, device: &str, versions: &str) -> String {
+fn cache_prefix(key: &str, precision: PrecisionName, device: &str, versions: &str) -> String {
     format!("{key}_{precision}_{device}_{versions}")
 }
 
@@ -529,11 +629,11 @@ fn cache_prefix(key: &str, precision: &str, device: &str, versions: &str) -> Str
 fn session_builder(
     env: &'static ort::environment::Environment,
     library: &Path,
-    providers: &[String],
+    providers: &[Provider],
     tensorrt_options: &TensorRtOptions,
     key: &str,
     threads: usize,
-) -> Result<(ort::session::builder::SessionBuilder, Vec<String>), EngineError> {
+) -> Result<(ort::session::builder::SessionBuilder, Vec<Provider>), EngineError> {
     let err = |what: &str, e: &dyn std::fmt::Display| {
         EngineError::Model(format!("{}: {what}: {e}", library.display()))
     };
@@ -545,8 +645,8 @@ fn session_builder(
     let mut refused = Vec::new();
     for name in providers {
         let mut note = None;
-        let dispatch = match name.as_str() {
-            "tensorrt" => {
+        let dispatch = match name {
+            Provider::TensorRt => {
                 let trt = tensorrt_version(&tensorrt_dirs(library));
                 if trt.is_none() {
                     log::debug!("no libnvinfer.so.* in LD_LIBRARY_PATH or the usual places");
@@ -560,26 +660,20 @@ fn session_builder(
                 note = cache;
                 dispatch
             }
-            "cuda" => ep::CUDA::default().build().error_on_failure(),
-            "cpu" => ep::CPU::default().build().error_on_failure(),
-            other => {
-                return Err(EngineError::Model(format!(
-                    "[engine] providers: unknown provider '{other}': use {}",
-                    PROVIDERS.join(", ")
-                )))
-            }
+            Provider::Cuda => ep::CUDA::default().build().error_on_failure(),
+            Provider::Cpu => ep::CPU::default().build().error_on_failure(),
         };
         match builder.with_execution_providers([dispatch]) {
             Ok(b) => {
                 builder = b;
-                used.push(name.clone());
+                used.push(*name);
                 if let Some(n) = note {
                     log::info!("{n}");
                 }
             }
             Err(e) => {
                 let mut why = e.to_string();
-                if name == "tensorrt" && tensorrt_options.dla_core.is_some() {
+                if *name == Provider::TensorRt && tensorrt_options.dla_core.is_some() {
                     why.push_str(" (DLA needs a Jetson with DLA cores (Xavier, Orin) and TensorRT <= 10.7)");
                 }
                 log::warn!("{}: provider {name} unavailable: {why}", library.display());
@@ -590,8 +684,9 @@ fn session_builder(
     }
     if used.is_empty() {
         return Err(EngineError::Model(format!(
-            "{}: none of the providers {providers:?} could be used ({}); add \"cpu\" to [engine] providers to fall back",
+            "{}: none of the providers {:?} could be used ({}); add \"cpu\" to [engine] providers to fall back",
             library.display(),
+            providers.iter().map(|p| p.name()).collect::<Vec<_>>(),
             refused.join("; ")
         )));
     }
@@ -625,7 +720,7 @@ impl OrtEngine {
         log::info!(
             "{}: preparing with {} (a TensorRT engine build can take minutes the first time)",
             path.display(),
-            used.join(" > ")
+            provider_names(&used, " > ")
         );
         let progress = Progress::start(path.display().to_string());
         let mut session = builder.commit_from_memory(&bytes).map_err(|e| {
@@ -692,8 +787,12 @@ impl OrtEngine {
         binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", &e))?;
         let input_cname =
             CString::new(input_name.as_str()).map_err(|_| model_err("input name", &"contains a NUL byte"))?;
-        let label =
-            format!("onnxruntime {} [{}] ({})", ort_version(&library), used.join(" > "), path.display());
+        let label = format!(
+            "onnxruntime {} [{}] ({})",
+            ort_version(&library),
+            provider_names(&used, " > "),
+            path.display()
+        );
         let runtime = runtime_versions(&library, &used);
         Ok(OrtEngine {
             session,
@@ -703,7 +802,7 @@ impl OrtEngine {
             input_shape,
             input,
             stage_input: None,
-            on_gpu: used[0] != "cpu",
+            on_gpu: used[0] != Provider::Cpu,
             env,
             library,
             options: options.clone(),
@@ -773,25 +872,24 @@ impl Engine for OrtEngine {
             EngineError::Model(format!("preprocessing graph ({device}): {what}: {e}"))
         };
         let mut trt = self.options.tensorrt.clone();
-        trt.int8_calibration_table = None;
         match device {
             StageDevice::Dla => {
-                if !self.used.iter().any(|p| p == "tensorrt") {
+                if !self.used.contains(&Provider::TensorRt) {
                     return Err(EngineError::Model(format!(
                         "[preprocess] device = \"dla\" runs through TensorRT, but the engine runs on [{}]: \
                          add \"tensorrt\" to [engine] providers on a Jetson with DLA cores (Xavier, Orin; \
                          TensorRT <= 10.7), or use device = \"gpu\"",
-                        self.used.join(" > ")
+                        provider_names(&self.used, " > ")
                     )));
                 }
                 // DLA computes in FP16 (or INT8) only.
-                trt.precision = "fp16".into();
+                trt.precision = Precision::Fp16;
                 trt.dla_core = Some(trt.dla_core.unwrap_or(0));
                 expect_dla_placement(onnx, self.runtime.get("tensorrt").map(String::as_str));
             }
             StageDevice::Gpu => {
                 // The graph reproduces the CPU arithmetic exactly in FP32; it is tiny either way.
-                trt.precision = "fp32".into();
+                trt.precision = Precision::Fp32;
                 trt.dla_core = None;
             }
         }
@@ -809,7 +907,7 @@ impl Engine for OrtEngine {
         let mut builder = builder.with_intra_op_spinning(false).map_err(|e| err("session options", &e))?;
         let started = std::time::Instant::now();
         let progress = Progress::start(format!("preprocessing graph ({device})"));
-        let dla = device == StageDevice::Dla && used[0] == "tensorrt";
+        let dla = device == StageDevice::Dla && used[0] == Provider::TensorRt;
         let capture = dla.then(|| {
             // TensorRT's placement lines are INFO; the provider may relay them below WARNING.
             self.env.set_log_level(ort::logging::LogLevel::Info);
@@ -851,14 +949,14 @@ impl Engine for OrtEngine {
             err(&format!("binding the output to the engine's input {:?}", self.input_shape), &e)
         })?;
         let mut stage = OrtStage {
-            on_gpu: used[0] != "cpu",
+            on_gpu: used[0] != Provider::Cpu,
             label: format!(
                 "onnxruntime [{}]",
                 used.iter()
-                    .map(|p| match (p.as_str(), trt.dla_core) {
-                        ("tensorrt", Some(core)) if device == StageDevice::Dla =>
+                    .map(|p| match (*p, trt.dla_core) {
+                        (Provider::TensorRt, Some(core)) if device == StageDevice::Dla =>
                             format!("tensorrt dla{core}"),
-                        _ => p.clone(),
+                        _ => p.to_string(),
                     })
                     .collect::<Vec<_>>()
                     .join(" > ")
@@ -914,7 +1012,8 @@ fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>) {
 fn report_dla_placement(lines: Vec<String>, trt: &TensorRtOptions, key: &str, versions: &str) {
     let saved = (!trt.cache_dir.as_os_str().is_empty()).then(|| {
         let core = trt.dla_core.map(|c| format!("dla{c}")).unwrap_or_else(|| "gpu".into());
-        trt.cache_dir.join(format!("{}.placement.txt", cache_prefix(key, &trt.precision, &core, versions)))
+        trt.cache_dir
+            .join(format!("{}.placement.txt", cache_prefix(key, trt.precision.name(), &core, versions)))
     });
     let placement = trt_log::Placement::parse(&lines);
     let placement = if placement.is_empty() {
@@ -1087,13 +1186,13 @@ mod tests {
 
     #[test]
     fn cache_names_separate_models_precisions_devices_and_versions() {
-        let a = cache_prefix(&model_key(b"model a"), "fp16", "gpu", "trt10.3.0_ort1.19.0");
+        let a = cache_prefix(&model_key(b"model a"), PrecisionName::Fp16, "gpu", "trt10.3.0_ort1.19.0");
         assert!(a.ends_with("_fp16_gpu_trt10.3.0_ort1.19.0"), "{a}");
         let others = [
-            cache_prefix(&model_key(b"model b"), "fp16", "gpu", "trt10.3.0_ort1.19.0"),
-            cache_prefix(&model_key(b"model a"), "int8", "gpu", "trt10.3.0_ort1.19.0"),
-            cache_prefix(&model_key(b"model a"), "fp16", "dla0", "trt10.3.0_ort1.19.0"),
-            cache_prefix(&model_key(b"model a"), "fp16", "gpu", "trt8.5.2_ort1.19.0"),
+            cache_prefix(&model_key(b"model b"), PrecisionName::Fp16, "gpu", "trt10.3.0_ort1.19.0"),
+            cache_prefix(&model_key(b"model a"), PrecisionName::Int8, "gpu", "trt10.3.0_ort1.19.0"),
+            cache_prefix(&model_key(b"model a"), PrecisionName::Fp16, "dla0", "trt10.3.0_ort1.19.0"),
+            cache_prefix(&model_key(b"model a"), PrecisionName::Fp16, "gpu", "trt8.5.2_ort1.19.0"),
         ];
         for o in others {
             assert!(!o.starts_with(&a) && !a.starts_with(&o), "{a} vs {o}");

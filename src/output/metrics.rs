@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::protocol::FrameCounters;
 use crate::power::telemetry::Telemetry;
-use crate::stats::{LatencyStats, STAGES};
+use crate::stats::{LatencyStats, Stage};
 
 /// The running endpoint.
 pub struct MetricsServer {
@@ -127,8 +127,8 @@ pub fn render(
     let _ = writeln!(s, "# TYPE jetdetect_clients gauge\njetdetect_clients {clients}");
     let _ = writeln!(s, "# HELP jetdetect_latency_seconds Per-stage latency over the last interval.");
     let _ = writeln!(s, "# TYPE jetdetect_latency_seconds summary");
-    for (i, stage) in STAGES.iter().enumerate() {
-        let p = interval.percentiles(i);
+    for stage in Stage::ALL {
+        let p = interval.stage(stage);
         for (q, v) in [("0.5", p.p50), ("0.9", p.p90), ("0.99", p.p99), ("1", p.max)] {
             let _ =
                 writeln!(s, "jetdetect_latency_seconds{{stage=\"{stage}\",quantile=\"{q}\"}} {}", v / 1e3);

@@ -13,7 +13,7 @@ use crate::clock::{mono_ns, ms_between};
 use crate::detector::StageTimes;
 use crate::frame::GroundTruth;
 use crate::power::telemetry::Telemetry;
-use crate::stats::{LatencyStats, Percentiles, STAGES};
+use crate::stats::{LatencyStats, PerStage, Percentiles, Stage};
 use crate::yolo::{ClassNames, Detection};
 
 /// Version of the message layout; bumped when a field changes meaning or goes away.
@@ -62,17 +62,17 @@ impl FrameReport {
         }
     }
 
-    /// Microseconds per stage in [`STAGES`] order, given the publish time.
-    pub fn stage_us(&self, published: Instant) -> [u64; 6] {
+    /// Microseconds per stage, given the publish time.
+    pub fn stage_us(&self, published: Instant) -> PerStage<u64> {
         let us = |d: std::time::Duration| d.as_micros() as u64;
-        [
+        PerStage([
             us(self.infer_start.saturating_duration_since(self.captured)),
             us(self.times.preprocess),
             us(self.times.inference),
             us(self.times.decode),
             us(published.saturating_duration_since(self.infer_end)),
             us(published.saturating_duration_since(self.captured)),
-        ]
+        ])
     }
 }
 
@@ -279,10 +279,10 @@ struct LatencyTable<'a>(&'a LatencyStats);
 impl Serialize for LatencyTable<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(STAGES.len()))?;
-        for (i, name) in STAGES.iter().enumerate() {
-            let p: Percentiles = self.0.percentiles(i);
-            m.serialize_entry(name, &p)?;
+        let mut m = s.serialize_map(Some(Stage::ALL.len()))?;
+        for stage in Stage::ALL {
+            let p: Percentiles = self.0.stage(stage);
+            m.serialize_entry(stage.name(), &p)?;
         }
         m.end()
     }

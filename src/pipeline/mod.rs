@@ -34,7 +34,7 @@ use crate::output::socket::SocketServer;
 use crate::power::telemetry::Telemetry;
 use crate::power::{ClockControl, PowerSession};
 use crate::source::{self, FrameSource, SourceError};
-use crate::stats::{LatencyStats, STAGES};
+use crate::stats::{LatencyStats, Stage};
 use slot::{LatestSlot, Taken};
 
 /// A callback given every published `detections` line and the number of detections in it.
@@ -405,8 +405,9 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 published += 1;
                 crate::fault::stage("publish", published);
                 let mut us = report.stage_us(now);
-                us[4] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
-                window.record(us);
+                us[Stage::Publish] =
+                    Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
+                window.record_stages(&us);
                 if let Some(cb) = options.on_message.as_mut() {
                     cb(&line, report.detections.len());
                 }
@@ -456,7 +457,7 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 },
             );
             server.broadcast(&line);
-            let e2e = window.percentiles(5);
+            let e2e = window.stage(Stage::EndToEnd);
             let fps = delta.processed as f64 / secs;
             log::info!(
                 "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}",
@@ -552,8 +553,8 @@ fn print_summary(frames: &FrameCounters, total: &LatencyStats, seconds: f64, rea
         frames.errors
     );
     eprintln!("{:<12} {:>9} {:>9} {:>9} {:>9}   (ms)", "stage", "p50", "p90", "p99", "max");
-    for (i, stage) in STAGES.iter().enumerate() {
-        let p = total.percentiles(i);
+    for stage in Stage::ALL {
+        let p = total.stage(stage);
         eprintln!("{stage:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3}", p.p50, p.p90, p.p99, p.max);
     }
 }

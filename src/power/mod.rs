@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub use apply::{apply, engage, Applied, Engaged, Failure};
 pub use board::Board;
 pub use discover::Discovered;
-pub use profile::{plan, Kind, Plan, PowerConfig, Write};
+pub use profile::{plan, Kind, OnFailure, Plan, PowerConfig, Profile, Write};
 pub use session::{ClockControl, PowerSession};
 pub use state::StateFile;
 

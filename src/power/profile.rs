@@ -19,12 +19,50 @@ use super::discover::{Discovered, Emc};
 use super::nvpmodel::{Mode, ModeContext};
 use super::{read_value, PowerError};
 
+named_enum! {
+    /// `[power] profile` and `--profile` (the module's doc says what each does).
+    pub enum Profile {
+        /// Touch nothing (the default).
+        Dynamic = "dynamic",
+        /// jetson_clocks' settings: every floor at the mode's ceiling.
+        Max = "max",
+        /// min = max at chosen frequencies: the steadiest latency.
+        Locked = "locked",
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::from_name(s)
+            .ok_or_else(|| format!("[power] profile: '{s}' is not a profile: use {}", Self::names(", ")))
+    }
+}
+
+named_enum! {
+    /// `[power] on_failure`: what the daemon does when the profile cannot be applied.
+    pub enum OnFailure {
+        /// Run with the clocks as they are (logged; telemetry shows them unpinned).
+        Continue = "continue",
+        /// Stop with an error.
+        Exit = "exit",
+    }
+}
+
+impl std::str::FromStr for OnFailure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::from_name(s)
+            .ok_or_else(|| format!("[power] on_failure: '{s}' is not allowed: use {}", Self::names(" or ")))
+    }
+}
+
 /// `[power]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PowerConfig {
     /// `dynamic`, `max` or `locked`.
-    pub profile: String,
+    pub profile: Profile,
     /// GPU frequency in MHz, snapped to the nearest available one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_mhz: Option<u32>,
@@ -58,16 +96,13 @@ pub struct PowerConfig {
     /// What the daemon does when the profile cannot be applied (a clock file refuses
     /// the write, the state file cannot be saved): `continue` with the clocks as they
     /// are (logged, and telemetry shows them unpinned), or `exit` with an error.
-    pub on_failure: String,
+    pub on_failure: OnFailure,
 }
-
-/// `[power] on_failure` values.
-pub const ON_FAILURE: [&str; 2] = ["continue", "exit"];
 
 impl Default for PowerConfig {
     fn default() -> Self {
         PowerConfig {
-            profile: "dynamic".into(),
+            profile: Profile::Dynamic,
             gpu_mhz: None,
             cpu_min_mhz: None,
             cpu_governor: None,
@@ -79,13 +114,10 @@ impl Default for PowerConfig {
             root: PathBuf::from("/"),
             state_file: PathBuf::from("/var/lib/jetdetect/clocks.state"),
             telemetry_ms: 1000,
-            on_failure: "continue".into(),
+            on_failure: OnFailure::Continue,
         }
     }
 }
-
-/// Profile names.
-pub const PROFILES: [&str; 3] = ["dynamic", "max", "locked"];
 
 /// Whether a written value is a setting or a reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,15 +225,8 @@ fn above_ceiling(
 /// `scaling_max_freq`, the EMC's `emc_iso_cap`), and no ceiling is ever raised, as jetson_clocks does.
 /// `modes` only words the errors.
 pub fn plan(config: &PowerConfig, disc: &Discovered, modes: &ModeContext) -> Result<Plan, PowerError> {
-    if !PROFILES.contains(&config.profile.as_str()) {
-        return Err(PowerError(format!(
-            "[power] profile = '{}': use one of {}",
-            config.profile,
-            PROFILES.join(", ")
-        )));
-    }
-    let full = config.profile != "dynamic";
-    let locked = config.profile == "locked";
+    let full = config.profile != Profile::Dynamic;
+    let locked = config.profile == Profile::Locked;
     let mut out = Plan::default();
 
     // GPU: the floor at the mode's ceiling (max), or min = max at gpu_mhz (locked, or gpu_mhz given).
@@ -333,12 +358,6 @@ pub fn plan(config: &PowerConfig, disc: &Discovered, modes: &ModeContext) -> Res
 
 /// Checks `[power]` values that do not need the board.
 pub fn validate(config: &PowerConfig) -> Result<(), (&'static str, String)> {
-    if !PROFILES.contains(&config.profile.as_str()) {
-        return Err((
-            "profile",
-            format!("'{}' is not a profile: use {}", config.profile, PROFILES.join(", ")),
-        ));
-    }
     if !(100..=10_000).contains(&config.telemetry_ms) {
         return Err((
             "telemetry_ms",
@@ -352,12 +371,6 @@ pub fn validate(config: &PowerConfig) -> Result<(), (&'static str, String)> {
                 format!("'{g}' is not a governor name (e.g. performance, schedutil)"),
             ));
         }
-    }
-    if !ON_FAILURE.contains(&config.on_failure.as_str()) {
-        return Err((
-            "on_failure",
-            format!("'{}' is not allowed: use {}", config.on_failure, ON_FAILURE.join(" or ")),
-        ));
     }
     if config.state_file.as_os_str().is_empty() {
         return Err(("state_file", "must not be empty".into()));

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use super::nvpmodel::ModeContext;
-use super::{engage, plan, Board, Discovered, Failure, PowerConfig, PowerError, StateFile};
+use super::{engage, plan, Board, Discovered, Failure, OnFailure, PowerConfig, PowerError, StateFile};
 
 /// A session's clocks as the panic hook needs them: its state file, root and files.
 type Active = (StateFile, std::path::PathBuf, Discovered);
@@ -70,7 +70,7 @@ impl PowerSession {
         log::info!("board: {board}");
         let state = StateFile::new(&config.state_file);
         let keep_going = |e: PowerError| -> Result<(), PowerError> {
-            if config.on_failure == "continue" {
+            if config.on_failure == OnFailure::Continue {
                 log::error!(
                     "[power] profile '{}' not applied: {e}; running with the clocks as they are \
                      ([power] on_failure = \"exit\" makes this fatal)",

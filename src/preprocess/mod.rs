@@ -14,6 +14,27 @@ pub mod simd;
 use crate::frame::Frame;
 pub use cpu::CpuPreprocessor;
 
+named_enum! {
+    /// `[preprocess] device` and `--preprocess`: where preprocessing runs.
+    pub enum Device {
+        /// On the CPU ([`CpuPreprocessor`]).
+        Cpu = "cpu",
+        /// A generated ONNX graph ([`graph`]) run by the engine on its GPU.
+        Gpu = "gpu",
+        /// The DLA form of that graph, run on a DLA core through TensorRT.
+        Dla = "dla",
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::from_name(s).ok_or_else(|| {
+            format!("[preprocess] device: '{s}' is not a device: use \"cpu\", \"gpu\" or \"dla\"")
+        })
+    }
+}
+
 /// Grey used for the letterbox borders, as in ultralytics (114 of 255).
 pub const PAD_VALUE: u8 = 114;
 
