@@ -1,7 +1,66 @@
-//! The client side of the detections socket: what `jetdetect watch` and
-//! `jetdetect run --echo` print for humans.
+//! The client side of the detections socket: [`watch`] reads a daemon's messages and prints
+//! them, for humans ([`format_human`], also `jetdetect run --echo`) or as they came.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 
 use serde_json::Value;
+
+use crate::Error;
+
+/// How [`watch`] prints messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// One line per message, for a person ([`format_human`]).
+    Human,
+    /// The JSON lines as the daemon sent them.
+    Json,
+}
+
+/// Connects to the daemon's socket at `path` and prints its messages to `out` until `count`
+/// detections messages have come (all of them without `count`) or the daemon says `bye`.
+/// `Ok(false)` when the daemon closed the connection before `count`; a closed `out` (a pipe
+/// into `head`) ends it quietly.
+pub fn watch(path: &Path, format: Format, count: Option<u64>, out: &mut impl Write) -> Result<bool, Error> {
+    let stream = UnixStream::connect(path).map_err(|e| {
+        Error::Other(format!(
+            "{}: cannot connect: {e} (is the daemon running? `systemctl status jetdetect`, or give --socket / --config)",
+            path.display()
+        ))
+    })?;
+    let mut seen = 0u64;
+    for line in BufReader::new(stream).lines() {
+        let line = line.map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+        let msg: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("jetdetect: {}: unreadable message ({e}): {line}", path.display());
+                continue;
+            }
+        };
+        let text = match format {
+            Format::Json => Some(line.clone()),
+            Format::Human => format_human(&msg),
+        };
+        if let Some(t) = text {
+            if writeln!(out, "{t}").is_err() {
+                return Ok(true); // stdout closed (e.g. piped into head)
+            }
+        }
+        if msg["type"] == "detections" {
+            seen += 1;
+            if count.is_some_and(|n| seen >= n) {
+                return Ok(true);
+            }
+        }
+        if msg["type"] == "bye" {
+            return Ok(true);
+        }
+    }
+    eprintln!("jetdetect: {}: the daemon closed the connection", path.display());
+    Ok(count.is_none())
+}
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)

@@ -253,13 +253,44 @@ fn link_inside(dir: &Path, path: &Path) -> Option<PathBuf> {
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(path, |_| Ok(()))
+    }
+
+    /// Reads a config file, lets `adjust` change it (command-line flags over the file's
+    /// values; its error is reported against the file), then validates the result once.
+    pub fn load_with(
+        path: &Path,
+        adjust: impl FnOnce(&mut Config) -> Result<(), String>,
+    ) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: path.to_path_buf(),
             line: None,
             message: format!("cannot read the config file: {e}"),
         })?;
-        let config = Config::parse(&text, path)?;
+        let mut config = Config::read(&text, path)?;
+        adjust(&mut config).map_err(|message| ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            message,
+        })?;
+        config.validate(&text, path)?;
         config.check_links(path, &text)?;
+        Ok(config)
+    }
+
+    /// The defaults changed by `adjust` (command-line flags without a config file), validated;
+    /// errors name `<command line>`.
+    pub fn defaults_with(
+        adjust: impl FnOnce(&mut Config) -> Result<(), String>,
+    ) -> Result<Config, ConfigError> {
+        let path = Path::new("<command line>");
+        let mut config = Config::default();
+        adjust(&mut config).map_err(|message| ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            message,
+        })?;
+        config.validate("", path)?;
         Ok(config)
     }
 
@@ -307,13 +338,20 @@ impl Config {
     /// Parses and validates TOML `text` that came from `path` (used for
     /// messages and to resolve relative paths).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config = Config::read(text, path)?;
+        config.validate(text, path)?;
+        Ok(config)
+    }
+
+    /// Deserialises `text` (the named values are typed and checked here) and resolves its
+    /// relative paths against `path`'s folder; [`Config::validate`] checks the rest.
+    fn read(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let mut config: Config = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             ConfigError { file: path.to_path_buf(), line, message: e.message().trim().to_string() }
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
-        config.validate(text, path)?;
         Ok(config)
     }
 

@@ -15,11 +15,9 @@
 #[macro_use]
 mod named;
 
-pub mod bench;
 pub mod client;
 pub mod clock;
 pub mod config;
-pub mod dataset;
 pub mod detector;
 pub mod engine;
 pub mod error;

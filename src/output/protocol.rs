@@ -288,6 +288,30 @@ impl Serialize for LatencyTable<'_> {
     }
 }
 
+/// One image's detections as `jetdetect detect` prints them, and a newline:
+/// `{"image", "width", "height", "detections"}`, each detection as in a `detections` message.
+pub fn write_image(
+    out: &mut Vec<u8>,
+    image: &str,
+    width: u32,
+    height: u32,
+    list: &[Detection],
+    names: &ClassNames,
+) {
+    #[derive(Serialize)]
+    struct Image<'a> {
+        image: &'a str,
+        width: u32,
+        height: u32,
+        detections: Detections<'a>,
+    }
+    let _ = serde_json::to_writer(
+        &mut *out,
+        &Image { image, width, height, detections: Detections { list, names } },
+    );
+    out.push(b'\n');
+}
+
 /// Appends a `stats` message: counters since start, rates and percentiles over
 /// the interval, the source's health, and a newline.
 pub fn write_stats(out: &mut Vec<u8>, s: &StatsInput) {

@@ -22,13 +22,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
-use crate::detector::Detector;
-use crate::error::{Error, Result};
-use crate::frame::Frame;
-use crate::pipeline::{self, RunOptions};
-use crate::source;
-use crate::stats::{LatencyStats, Percentiles};
+use jetdetect::config::Config;
+use jetdetect::detector::Detector;
+use jetdetect::error::{Error, Result};
+use jetdetect::frame::Frame;
+use jetdetect::pipeline::{self, RunOptions};
+use jetdetect::source;
+use jetdetect::stats::{LatencyStats, Percentiles};
 
 /// How deep a bench run goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Mode {
     /// The stages this mode times, in order; the last one is the whole.
     pub fn stages(self) -> &'static [&'static str] {
         match self {
-            Mode::Pipeline => &crate::stats::STAGES,
+            Mode::Pipeline => &jetdetect::stats::STAGES,
             Mode::Detector => &DETECTOR_STAGES,
             Mode::Engine => &["inference"],
         }
@@ -166,6 +166,7 @@ pub struct BenchReport {
 
 impl BenchReport {
     /// Percentiles of the stage called `name`.
+    #[cfg(test)]
     pub fn stage(&self, name: &str) -> Option<Percentiles> {
         self.stages.iter().find(|(s, _)| s == name).map(|(_, p)| *p)
     }
@@ -635,7 +636,7 @@ mod tests {
         o.clients = 2;
         let r = run(&config, &o).unwrap();
         assert!(r.frames >= 20, "{r:?}");
-        assert_eq!(r.stages.len(), crate::stats::STAGES.len());
+        assert_eq!(r.stages.len(), jetdetect::stats::STAGES.len());
         let e2e = r.stage("end_to_end").unwrap();
         let inference = r.stage("inference").unwrap();
         assert!(e2e.p50 >= inference.p50 && e2e.max > 0.0, "{r:?}");

@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::source::synthetic::{Rng, Scene, CLASS_NAMES};
+use jetdetect::source::synthetic::{Rng, Scene, CLASS_NAMES};
 
 /// Objects less visible than this are left out of the labels.
 pub const MIN_VISIBLE: f32 = 0.35;
