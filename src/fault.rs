@@ -10,7 +10,8 @@
 //! * `sysfs-write:<errno>@<path>`: every write to the clock file `<path>`
 //!   fails with `EACCES`, `EBUSY`, `ENOENT`, `EROFS` or `EIO`.
 //!
-//! In-process tests add faults with [`inject`]. With none set, a point costs two
+//! Compiled only with the `fault-injection` feature, which the tests turn on and no shipped
+//! build has (`lib.rs` puts empty points in its place). In-process tests add faults with [`inject`]. With none set, a point costs two
 //! atomic loads (the `Once` and the flag). The variable is read once, at the first point reached.
 
 use std::path::{Path, PathBuf};
