@@ -1,4 +1,4 @@
-//! Fault injection for the fault suite (`tests/faults.rs`, docs/reliability.md):
+//! Fault injection for the fault suite (`tests/it/faults.rs`, docs/reliability.md):
 //! failures that cannot be provoked on demand on a real system (a panic in a
 //! pipeline thread, a sysfs write refused with `EBUSY`) are injected at fixed
 //! points, and then travel the same error paths as the real thing.

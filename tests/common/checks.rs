@@ -1,5 +1,5 @@
 //! The checks made on what a decoder or a source returns for arbitrary input:
-//! one copy, used by the property tests (tests/properties.rs) and by the fuzz
+//! one copy, used by the property tests (tests/it/properties.rs) and by the fuzz
 //! targets (fuzz/fuzz_targets/, which include this file by path).
 #![allow(dead_code)] // each includer uses its own subset
 

@@ -23,6 +23,16 @@ pub const BOARDS: [&str; 8] = [
     "xavier-nx-10w",
 ];
 
+/// Held by every test that starts a clock session in this process: sessions are process-wide
+/// (the panic hook restores every registered one), so one test's deliberate panic must not
+/// restore another's clocks.
+pub static SESSIONS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`SESSIONS`] (a test that failed while holding it does not block the others).
+pub fn sessions() -> std::sync::MutexGuard<'static, ()> {
+    SESSIONS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -699,7 +699,7 @@ macro_rules! emulated {
         emulated!($board, $tag, &[])
     };
     ($board:expr, $tag:expr, $gated:expr) => {
-        match emulator::EmulatedBoard::mount($board, $tag, $gated) {
+        match $crate::emulator::EmulatedBoard::mount($board, $tag, $gated) {
             Ok(b) => b,
             Err(e) if std::env::var_os("JETDETECT_REQUIRE_FUSE").is_none() => {
                 eprintln!("skipped (board emulator unavailable): {e}");

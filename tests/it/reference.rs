@@ -2,8 +2,6 @@
 //! ultralytics' letterbox, NumPy decoding + NMS on ONNX Runtime's outputs, and
 //! ultralytics' own `predict`, for both the YOLOv8 and the YOLOv5 layout.
 
-use std::path::PathBuf;
-
 use jetdetect::config::Config;
 use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
@@ -12,9 +10,7 @@ use jetdetect::source::{self, file::load_image};
 use jetdetect::yolo::{DecodeOptions, Decoder, Detection, Layout, LayoutHint};
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::repo as root;
 
 fn reference() -> Value {
     let text = std::fs::read_to_string(root().join("tests/reference/detections.json")).unwrap();

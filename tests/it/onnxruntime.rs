@@ -11,9 +11,7 @@ use jetdetect::frame::Frame;
 use jetdetect::source::{self, file::load_image};
 use jetdetect::yolo::Detection;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::repo as root;
 
 /// The library, if this machine has one (ORT_DYLIB_PATH or target/ort/).
 fn library() -> Option<PathBuf> {

@@ -12,9 +12,7 @@ use jetdetect::frame::GroundTruth;
 use jetdetect::yolo::Detection;
 use serde_json::Value;
 
-mod common;
-
-use common::{repo as root, Daemon};
+use crate::common::{repo as root, Daemon};
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jd-daemon-{}-{name}", std::process::id()));

@@ -4,13 +4,10 @@
 //! paused and resumed, an nvpmodel switch is followed by a new plan, and the daemon itself pins
 //! and restores. Each needs root and /dev/fuse (CI: JETDETECT_REQUIRE_FUSE=1 makes a skip fail).
 
-mod common;
-mod emulator;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::snapshot;
+use crate::common::snapshot;
 use jetdetect::power::{self, telemetry::Telemetry, Discovered, PowerConfig, StateFile};
 
 /// The GPU devfreq node of the Orin fixtures (under sys/), and its class link.
@@ -300,9 +297,9 @@ fn the_daemon_pins_inside_the_mode_on_an_emulated_board_and_restores_on_sigterm(
     let before = settings(&root);
     let run = root.join("run/jd");
     std::fs::create_dir_all(&run).unwrap();
-    let model = common::repo().join("models/obstacles-v8.onnx");
-    let cfg = common::locked_profile_config(&run, &root, &run.join("clocks.state"), &model, "");
-    let d = common::Daemon::start(&cfg, &[]);
+    let model = crate::common::repo().join("models/obstacles-v8.onnx");
+    let cfg = crate::common::locked_profile_config(&run, &root, &run.join("clocks.state"), &model, "");
+    let d = crate::common::Daemon::start(&cfg, &[]);
     assert_eq!(b.value(&format!("{ORIN_GPU}/min_freq")), "612000000", "locked at 10W's GPU ceiling");
     assert_eq!(b.value(&format!("{ORIN_GPU}/max_freq")), "612000000");
     d.signal(libc::SIGTERM);
@@ -317,7 +314,7 @@ fn the_daemon_pins_inside_the_mode_on_an_emulated_board_and_restores_on_sigterm(
 #[test]
 fn clocks_show_prints_the_mode_and_its_ceilings_and_a_tree_keeps_its_own_state() {
     let bin = env!("CARGO_BIN_EXE_jetdetect");
-    let tree = common::repo().join("tests/fixtures/jetson/orin-nano-7w");
+    let tree = crate::common::repo().join("tests/fixtures/jetson/orin-nano-7w");
     let o = Command::new(bin).args(["clocks", "show", "--root"]).arg(&tree).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

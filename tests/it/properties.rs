@@ -7,9 +7,7 @@
 //! longer run). Coverage-guided fuzzing of the same entry points is in `fuzz/`
 //! where a nightly toolchain is available; see docs/reliability.md.
 
-mod common;
-
-use common::checks;
+use crate::common::checks;
 use jetdetect::config::Config;
 use jetdetect::frame::{Frame, PixelFormat};
 use jetdetect::preprocess::Letterbox;
@@ -18,9 +16,7 @@ use jetdetect::yolo::{DecodeOptions, Decoder, Layout};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::repo as root;
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jetdetect-prop-{}-{name}", std::process::id()));

@@ -4,9 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::repo as root;
 
 fn jetdetect(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_jetdetect")).args(args).current_dir(root()).output().unwrap()

@@ -2,12 +2,10 @@
 //! make_trees.py from the sysfs reference): apply, verify, restore byte for
 //! byte, stale-state recovery, SIGTERM/SIGKILL/panic, and bad trees.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{snapshot, Daemon, BOARDS};
+use crate::common::{snapshot, Daemon, BOARDS};
 use jetdetect::power::{self, telemetry::Telemetry, Board, Discovered, PowerConfig, PowerSession, StateFile};
 
 fn fixture(board: &str) -> PathBuf {
@@ -147,6 +145,7 @@ fn a_stale_state_file_is_restored_at_the_next_start() {
     power::apply(&root, &disc, &plan, &StateFile::new(&cfg.state_file)).unwrap();
     assert!(snapshot(&root) != before);
     // The next start, even with the dynamic profile, restores first.
+    let _sessions = crate::common::sessions();
     let session = PowerSession::start(&config(&root, "dynamic")).unwrap();
     assert!(!cfg.state_file.exists());
     assert!(snapshot(&root) == before);
@@ -158,6 +157,7 @@ fn a_panic_restores_the_clocks() {
     let root = copy("xavier-nx-jp5", "panic");
     let before = snapshot(&root);
     let cfg = config(&root, "max");
+    let _sessions = crate::common::sessions();
     let r = std::panic::catch_unwind(|| {
         let session = PowerSession::start(&cfg).unwrap();
         std::mem::forget(session); // only the panic hook can restore now
@@ -238,8 +238,8 @@ fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_si
     let dir = root.with_extension("run");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let model = common::repo().join("models/obstacles-v8.onnx");
-    let cfg = common::locked_profile_config(&dir, &root, &dir.join("clocks.state"), &model, "");
+    let model = crate::common::repo().join("models/obstacles-v8.onnx");
+    let cfg = crate::common::locked_profile_config(&dir, &root, &dir.join("clocks.state"), &model, "");
 
     let d = Daemon::start(&cfg, &[]);
     assert!(snapshot(&root) != before, "the profile was applied");
@@ -306,8 +306,8 @@ fn as_a_service_the_clock_steps_run_around_a_daemon_that_writes_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let state = dir.join("clocks.state");
-    let model = common::repo().join("models/obstacles-v8.onnx");
-    let cfg = common::locked_profile_config(&dir, &root, &state, &model, "");
+    let model = crate::common::repo().join("models/obstacles-v8.onnx");
+    let cfg = crate::common::locked_profile_config(&dir, &root, &state, &model, "");
     let cfg_arg = cfg.to_str().unwrap();
 
     // ExecStartPre=+jetdetect clocks apply --service
@@ -386,10 +386,10 @@ fn as_a_service_step_clocks_apply_fails_the_start_only_where_the_daemon_would_st
     let state = dir.join("clocks.state");
     let gpu_min = Discovered::scan(&root).gpu.unwrap().dir.join("min_freq");
     let fault = format!("sysfs-write:EBUSY@{}", gpu_min.display());
-    let model = common::repo().join("models/obstacles-v8.onnx");
+    let model = crate::common::repo().join("models/obstacles-v8.onnx");
     for (extra, service, ok) in [("", true, true), ("on_failure = \"exit\"", true, false), ("", false, false)]
     {
-        let cfg = common::locked_profile_config(&dir, &root, &state, &model, extra);
+        let cfg = crate::common::locked_profile_config(&dir, &root, &state, &model, extra);
         let mut cmd = Command::new(bin);
         cmd.args(["clocks", "apply", "--config"]).arg(&cfg).env("JETDETECT_FAULT", &fault);
         if service {

@@ -9,15 +9,13 @@
 //! injected with `JETDETECT_FAULT` (src/fault.rs); the rest are real (signals,
 //! tmpfs mounts in a private mount namespace, files rewritten on disk).
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{repo, snapshot, Daemon, BOARDS};
+use crate::common::{repo, snapshot, Daemon, BOARDS};
 
 use jetdetect::fault::{self, Fault};
 use jetdetect::power::{self, Discovered, PowerConfig, PowerSession, Profile, StateFile};
@@ -101,7 +99,7 @@ fn stop_during_profile(board: &str, stop: Stop) -> Result<(), String> {
     let (tree, run) = copy(board, &tag);
     let before = snapshot(&tree);
     let state = run.join("clocks.state");
-    let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
+    let cfg = crate::common::locked_profile_config(&run, &tree, &state, &default_model(), "");
     let fault = match stop {
         Stop::Panic(stage) => format!("panic:{stage}@4"),
         _ => String::new(),
@@ -230,6 +228,7 @@ const ERRNOS: [(&str, &str); 4] = [
 #[test]
 fn clock_writes_refused_by_the_system_are_named_undone_and_retried() {
     // In one test: a power session is process-wide (the panic hook restores the active one).
+    let _sessions = crate::common::sessions();
     for (i, (errno, says)) in ERRNOS.iter().enumerate() {
         let board = BOARDS[i % BOARDS.len()];
         let (tree, run) = copy(board, &format!("errno-{errno}"));
@@ -294,7 +293,7 @@ fn the_daemon_keeps_detecting_unpinned_when_a_clock_file_is_busy() {
     let state = run.join("clocks.state");
     let disc = Discovered::scan(&tree);
     let gpu_min = disc.gpu.as_ref().unwrap().dir.join("min_freq");
-    let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
+    let cfg = crate::common::locked_profile_config(&run, &tree, &state, &default_model(), "");
     let fault = format!("sysfs-write:EBUSY@{}", gpu_min.display());
     let d = Daemon::start(&cfg, &[("JETDETECT_FAULT", &fault)]);
     let mut client = d.connect();
@@ -347,7 +346,7 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
         let before = snapshot(&tree);
         let state_dir = run.join("state");
         let state = state_dir.join("clocks.state");
-        let cfg = common::locked_profile_config(&run, &tree, &state, &default_model(), "");
+        let cfg = crate::common::locked_profile_config(&run, &tree, &state, &default_model(), "");
         let Some(cmd) = run_with_state_dir(&cfg, &state_dir, how) else { return };
         let d = Daemon::spawn(cmd, run.join("d.sock"));
         let mut client = d.connect();
@@ -367,8 +366,13 @@ fn a_full_or_read_only_state_directory_leaves_the_clocks_alone_and_detection_goe
 
         // With on_failure = "exit", the same start is an error naming the state file.
         let _ = std::fs::remove_file(run.join("d.sock"));
-        let cfg =
-            common::locked_profile_config(&run, &tree, &state, &default_model(), "on_failure = \"exit\"");
+        let cfg = crate::common::locked_profile_config(
+            &run,
+            &tree,
+            &state,
+            &default_model(),
+            "on_failure = \"exit\"",
+        );
         let out = run_with_state_dir(&cfg, &state_dir, how).unwrap().output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{how}: {err}");
@@ -384,7 +388,7 @@ fn a_model_file_truncated_or_replaced_while_running_changes_nothing_and_is_logge
     let model = run.join("model.onnx");
     std::fs::copy(default_model(), &model).unwrap();
     let state = run.join("clocks.state");
-    let cfg = common::locked_profile_config(&run, &tree, &state, &model, "");
+    let cfg = crate::common::locked_profile_config(&run, &tree, &state, &model, "");
     let d = Daemon::start(&cfg, &[]);
     let mut client = d.connect();
     read_detections(&mut client, 2);

@@ -1,0 +1,28 @@
+//! The integration tests: one crate, so the library and its dependencies are linked once, not
+//! once per file. Each module is the suite of one part (`power`, `faults`, `cli`, ...);
+//! `tests/common` holds what they share and `tests/emulator` the board emulator.
+//!
+//! `tests/alloc.rs` stays a crate of its own: its global allocator counts every allocation of
+//! every thread in the process, which other tests running beside it would add to.
+//!
+//! Clock sessions started in this process (`power::PowerSession`) are process-wide: its panic
+//! hook restores every registered one. The tests that start one take [`common::SESSIONS`], so
+//! a deliberate panic in one cannot restore another's.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[macro_use]
+#[path = "../emulator/mod.rs"]
+mod emulator;
+
+mod boards;
+mod cli;
+mod daemon;
+mod dla_form;
+mod faults;
+mod onnxruntime;
+mod power;
+mod properties;
+mod reference;
+mod synthetic_accuracy;
+mod v4l2_buffers;
