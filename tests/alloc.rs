@@ -212,21 +212,24 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     const TO: usize = 260;
     let seen = Arc::new(AtomicUsize::new(0));
     let counted = Arc::new(AtomicU64::new(u64::MAX));
-    let hook = {
-        let (seen, counted) = (seen.clone(), counted.clone());
-        move |_: &[u8], _: usize| {
-            let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+    /// Switches the counting on at frame FROM and off at frame TO.
+    struct Window(Arc<AtomicUsize>, Arc<AtomicU64>);
+    impl jetdetect::output::Output for Window {
+        fn frame(&mut self, _: &FrameReport, _: u64, _: Instant) {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
             if n == FROM {
                 COUNT.store(0, Ordering::SeqCst);
                 ON.store(true, Ordering::SeqCst);
             } else if n == TO {
                 ON.store(false, Ordering::SeqCst);
-                counted.store(COUNT.load(Ordering::SeqCst), Ordering::SeqCst);
+                self.1.store(COUNT.load(Ordering::SeqCst), Ordering::SeqCst);
             }
         }
-    };
+    }
+    let mut outputs = jetdetect::output::open(&config);
+    outputs.push(Box::new(Window(seen.clone(), counted.clone())));
     let options = jetdetect::pipeline::RunOptions {
-        on_message: Some(Box::new(hook)),
+        outputs,
         max_frames: Some(TO as u64 + 5),
         quiet: true,
         ..Default::default()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use jetdetect::config::Config;
 use jetdetect::pipeline::{self, RunOptions};
-use jetdetect::{client, power, Error};
+use jetdetect::{output, power, Error};
 
 /// `jetdetect run`.
 #[derive(clap::Args)]
@@ -55,20 +55,18 @@ pub fn run(args: Args) -> Result<bool, Error> {
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
-    let mut options = RunOptions {
+    let mut outputs = output::open(&cfg);
+    if echo {
+        outputs.push(Box::new(output::echo::Echo::default()));
+    }
+    let options = RunOptions {
+        outputs,
         clocks: match clocks {
             ClocksBy::Daemon => power::ClockControl::Daemon,
             ClocksBy::Service => power::ClockControl::Service,
         },
         ..RunOptions::default()
     };
-    if echo {
-        options.on_message = Some(Box::new(|line: &[u8], _| {
-            if let Some(text) = serde_json::from_slice(line).ok().as_ref().and_then(client::format_human) {
-                println!("{text}");
-            }
-        }));
-    }
     pipeline::run(&cfg, options, stop)?;
     Ok(true)
 }

@@ -154,6 +154,33 @@ pub fn render(
     s
 }
 
+/// The Prometheus endpoint as an [`crate::pipeline::publish::Output`]: the page is rendered
+/// once per stats interval.
+pub struct MetricsOutput {
+    addr: String,
+    server: Option<MetricsServer>,
+}
+
+impl MetricsOutput {
+    /// Serves on `addr` (`[metrics] listen`) once the pipeline opens its outputs.
+    pub fn new(addr: &str) -> MetricsOutput {
+        MetricsOutput { addr: addr.to_string(), server: None }
+    }
+}
+
+impl crate::pipeline::publish::Output for MetricsOutput {
+    fn open(&mut self) -> crate::error::Result<()> {
+        self.server = Some(MetricsServer::start(&self.addr).map_err(crate::error::Error::Other)?);
+        Ok(())
+    }
+
+    fn interval(&mut self, iv: &crate::pipeline::publish::Interval<'_>) {
+        if let Some(server) = &self.server {
+            server.update(render(iv.totals, iv.fps, iv.clients, iv.latency, iv.telemetry));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

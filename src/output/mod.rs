@@ -1,8 +1,30 @@
-//! Where detections go: the UNIX socket and its protocol, the optional
-//! Prometheus endpoint, and systemd notifications. Outputs consume finished
-//! frame reports; they never reach back into the pipeline stages.
+//! Where detections go. Each output implements [`Output`] (`pipeline::publish`): the UNIX socket
+//! and its protocol, the optional Prometheus endpoint, systemd notifications, and `--echo`.
+//! Outputs read finished frame reports and interval figures; they never reach back into the
+//! pipeline's stages. A new output is a file here, its config section, and one line in [`open`].
 
+pub mod echo;
 pub mod metrics;
 pub mod notify;
 pub mod protocol;
 pub mod socket;
+
+pub use crate::pipeline::publish::Output;
+
+use crate::config::Config;
+
+/// The outputs `config` asks for: systemd's notify socket (when systemd set one; it keeps the
+/// watchdog fed from now until the pipeline is ready), the socket (`[output]`) and the
+/// Prometheus endpoint (`[metrics] listen`), which bind when the pipeline opens them.
+pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
+    let o = &config.output;
+    let group = (!o.socket_group.is_empty()).then_some(o.socket_group.as_str());
+    let mut outputs: Vec<Box<dyn Output>> = vec![
+        Box::new(notify::NotifyOutput::from_env()),
+        Box::new(socket::SocketOutput::new(&o.socket, group, o.client_buffer_kib * 1024)),
+    ];
+    if !config.metrics.listen.is_empty() {
+        outputs.push(Box::new(metrics::MetricsOutput::new(&config.metrics.listen)));
+    }
+    outputs
+}

@@ -9,6 +9,9 @@
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
+use crate::pipeline::publish::{Health, Interval, Output, Started};
+use crate::stats::Stage;
+
 /// A connection to systemd's notify socket, if there is one.
 pub struct Notifier {
     socket: Option<(UnixDatagram, String)>,
@@ -109,4 +112,68 @@ fn send_abstract(sock: &UnixDatagram, name: &str, msg: &[u8]) -> std::io::Result
 #[cfg(not(target_os = "linux"))]
 fn send_abstract(_: &UnixDatagram, _: &str, _: &[u8]) -> std::io::Result<()> {
     Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "abstract sockets need Linux"))
+}
+
+/// systemd's notify protocol as an [`Output`]: a keepalive while the pipeline starts, then
+/// `READY=1`, `WATCHDOG=1` while stages make progress, `STATUS=` per interval and `STOPPING=1`.
+pub struct NotifyOutput {
+    notifier: Notifier,
+    keepalive: Option<StartupKeepalive>,
+    watchdog: Option<Duration>,
+    last_watchdog: std::time::Instant,
+    stopping_sent: bool,
+}
+
+impl NotifyOutput {
+    /// From the environment systemd set (a no-op without `NOTIFY_SOCKET`); the startup
+    /// keepalive runs from here until [`Output::ready`].
+    pub fn from_env() -> NotifyOutput {
+        let notifier = Notifier::from_env();
+        let watchdog = notifier.watchdog_period().map(|p| p / 2);
+        NotifyOutput {
+            notifier,
+            keepalive: StartupKeepalive::start(),
+            watchdog,
+            last_watchdog: std::time::Instant::now(),
+            stopping_sent: false,
+        }
+    }
+
+    fn stopping(&mut self) {
+        if !self.stopping_sent {
+            self.notifier.send("STOPPING=1");
+            self.stopping_sent = true;
+        }
+    }
+}
+
+impl Output for NotifyOutput {
+    fn ready(&mut self, _: &Started) {
+        self.keepalive = None;
+        self.notifier.send("READY=1\nSTATUS=running");
+        log::info!("ready");
+        self.last_watchdog = std::time::Instant::now();
+    }
+
+    fn tick(&mut self, health: &Health) {
+        if health.stopping {
+            self.stopping();
+        }
+        if let Some(period) = self.watchdog {
+            if self.last_watchdog.elapsed() >= period && health.since_progress < 2 * period {
+                self.notifier.send("WATCHDOG=1");
+                self.last_watchdog = std::time::Instant::now();
+            }
+        }
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) {
+        let e2e = iv.latency.stage(Stage::EndToEnd);
+        self.notifier
+            .send(&format!("STATUS={:.1} fps, p99 {:.1} ms, {} clients", iv.fps, e2e.p99, iv.clients));
+    }
+
+    fn finish(&mut self, _: &Interval<'_>, _: &str) {
+        self.stopping();
+    }
 }

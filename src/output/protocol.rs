@@ -10,77 +10,14 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 
 use crate::clock::{mono_ns, ms_between};
-use crate::detector::StageTimes;
 use crate::frame::GroundTruth;
+pub use crate::pipeline::report::{FrameCounters, FrameReport, SourceState};
 use crate::power::telemetry::Telemetry;
-use crate::stats::{LatencyStats, PerStage, Percentiles, Stage};
+use crate::stats::{LatencyStats, Percentiles, Stage};
 use crate::yolo::{ClassNames, Detection};
 
 /// Version of the message layout; bumped when a field changes meaning or goes away.
 pub const SCHEMA: u32 = 1;
-
-/// What inference hands to the publisher for one frame. Reused between frames.
-#[derive(Clone, Debug)]
-pub struct FrameReport {
-    /// The frame's sequence number at the source.
-    pub seq: u64,
-    /// Source frame width.
-    pub width: u32,
-    /// Source frame height.
-    pub height: u32,
-    /// When the frame was captured.
-    pub captured: Instant,
-    /// Wall-clock capture time, ns since the Unix epoch.
-    pub captured_wall_ns: u128,
-    /// When inference took the frame.
-    pub infer_start: Instant,
-    /// When decoding finished.
-    pub infer_end: Instant,
-    /// Time per inference stage.
-    pub times: StageTimes,
-    /// Detections in source pixels.
-    pub detections: Vec<Detection>,
-    /// Ground truth, when the source knows it.
-    pub truth: Vec<GroundTruth>,
-}
-
-impl FrameReport {
-    /// An empty report, to be filled.
-    pub fn new() -> FrameReport {
-        let now = Instant::now();
-        FrameReport {
-            seq: 0,
-            width: 0,
-            height: 0,
-            captured: now,
-            captured_wall_ns: 0,
-            infer_start: now,
-            infer_end: now,
-            times: StageTimes::default(),
-            detections: Vec::with_capacity(128),
-            truth: Vec::new(),
-        }
-    }
-
-    /// Microseconds per stage, given the publish time.
-    pub fn stage_us(&self, published: Instant) -> PerStage<u64> {
-        let us = |d: std::time::Duration| d.as_micros() as u64;
-        PerStage([
-            us(self.infer_start.saturating_duration_since(self.captured)),
-            us(self.times.preprocess),
-            us(self.times.inference),
-            us(self.times.decode),
-            us(published.saturating_duration_since(self.infer_end)),
-            us(published.saturating_duration_since(self.captured)),
-        ])
-    }
-}
-
-impl Default for FrameReport {
-    fn default() -> Self {
-        FrameReport::new()
-    }
-}
 
 fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
@@ -185,6 +122,22 @@ pub fn write_detections(
     out.push(b'\n');
 }
 
+/// Appends the `hello` message for `s`, and a newline.
+pub fn write_hello(out: &mut Vec<u8>, s: &crate::pipeline::publish::Started) {
+    let hello = Hello {
+        r#type: "hello",
+        schema: SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        source: s.source.clone(),
+        engine: s.engine.clone(),
+        runtime: s.runtime.clone(),
+        input: s.input,
+        classes: (0..s.names.len()).map(|i| s.names.name(i).into_owned()).collect(),
+    };
+    let _ = serde_json::to_writer(&mut *out, &hello);
+    out.push(b'\n');
+}
+
 /// Sent to each client when it connects.
 #[derive(Clone, Debug, Serialize)]
 pub struct Hello {
@@ -207,21 +160,6 @@ pub struct Hello {
     pub classes: Vec<String>,
 }
 
-/// Counters for a `stats` message.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct FrameCounters {
-    /// Frames the source delivered.
-    pub captured: u64,
-    /// Frames inference processed.
-    pub processed: u64,
-    /// Frames displaced by a newer one before inference took them.
-    pub dropped: u64,
-    /// Frame messages published.
-    pub published: u64,
-    /// Frames that failed in preprocessing, inference or decoding.
-    pub errors: u64,
-}
-
 #[derive(Serialize)]
 struct StatsMessage<'a> {
     r#type: &'static str,
@@ -234,18 +172,6 @@ struct StatsMessage<'a> {
     source: &'a SourceState,
     telemetry: &'a Telemetry,
     latency_ms: LatencyTable<'a>,
-}
-
-/// The source's health, for `stats` messages.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct SourceState {
-    /// `streaming` or `unavailable` (camera gone, busy or silent: capture is retrying).
-    pub state: &'static str,
-    /// Why it is unavailable.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Times the source became unavailable since start.
-    pub faults: u64,
 }
 
 /// Everything a `stats` message reports.
@@ -344,6 +270,7 @@ pub fn write_bye(out: &mut Vec<u8>, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detector::StageTimes;
     use std::time::Duration;
 
     #[test]

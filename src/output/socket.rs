@@ -13,6 +13,12 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::pipeline::publish::{Health, Interval, Output, Started};
+use crate::pipeline::report::FrameReport;
+use crate::yolo::ClassNames;
+
+use super::protocol::{self, StatsInput};
+
 /// Why the socket could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -321,12 +327,13 @@ impl SocketServer {
         self.counters.left += left;
     }
 
-    /// Sends `bye` to every client (best effort, without blocking), then
-    /// closes them and removes the socket file.
-    pub fn close(mut self, bye: &[u8]) {
+    /// Sends `bye` to every client (best effort, without blocking), then closes them and
+    /// removes the socket file (no new client can connect to a server that has said bye).
+    pub fn close(&mut self, bye: &[u8]) {
         self.broadcast(bye);
         self.clients.clear();
         self.log.roll_if(true);
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -337,6 +344,101 @@ impl Drop for SocketServer {
                 log::warn!("{}: cannot remove the socket: {e}", self.path.display());
             }
         }
+    }
+}
+
+/// The detections socket as an [`Output`]: `hello` to each client as it connects, a
+/// `detections` message per frame, a `stats` message per interval and at the end, then `bye`.
+pub struct SocketOutput {
+    path: PathBuf,
+    group: Option<String>,
+    max_unsent: usize,
+    server: Option<SocketServer>,
+    hello: Vec<u8>,
+    names: Option<ClassNames>,
+    line: Vec<u8>,
+}
+
+impl SocketOutput {
+    /// The socket at `path` (`[output] socket`, `socket_group`, `client_buffer_kib`), bound
+    /// when the pipeline opens its outputs.
+    pub fn new(path: &Path, group: Option<&str>, max_unsent: usize) -> SocketOutput {
+        SocketOutput {
+            path: path.to_path_buf(),
+            group: group.map(str::to_string),
+            max_unsent,
+            server: None,
+            hello: Vec::new(),
+            names: None,
+            line: Vec::with_capacity(64 * 1024),
+        }
+    }
+
+    fn stats(&mut self, iv: &Interval<'_>) {
+        let Some(server) = &mut self.server else { return };
+        self.line.clear();
+        protocol::write_stats(
+            &mut self.line,
+            &StatsInput {
+                uptime_s: iv.uptime_s,
+                interval_s: iv.interval_s,
+                totals: iv.totals,
+                interval: iv.delta,
+                clients: iv.clients,
+                source: iv.source,
+                latency: iv.latency,
+                telemetry: iv.telemetry,
+            },
+        );
+        server.broadcast(&self.line);
+    }
+}
+
+impl Output for SocketOutput {
+    fn open(&mut self) -> crate::error::Result<()> {
+        let server = SocketServer::bind(&self.path, self.group.as_deref(), self.max_unsent)
+            .map_err(|e| crate::error::Error::Other(format!("[output] socket: {e}")))?;
+        log::info!("publishing on {}", server.path().display());
+        self.server = Some(server);
+        Ok(())
+    }
+
+    fn ready(&mut self, s: &Started) {
+        self.names = Some(s.names.clone());
+        self.hello.clear();
+        protocol::write_hello(&mut self.hello, s);
+    }
+
+    fn frame(&mut self, report: &FrameReport, dropped: u64, now: Instant) {
+        let (Some(names), Some(server)) = (&self.names, &mut self.server) else { return };
+        self.line.clear();
+        protocol::write_detections(&mut self.line, report, names, now, dropped);
+        server.broadcast(&self.line);
+    }
+
+    fn tick(&mut self, _: &Health) {
+        let Some(server) = &mut self.server else { return };
+        if !self.hello.is_empty() {
+            server.accept(&self.hello);
+        }
+        server.flush();
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) {
+        self.stats(iv);
+    }
+
+    fn finish(&mut self, run: &Interval<'_>, reason: &str) {
+        self.stats(run);
+        self.line.clear();
+        protocol::write_bye(&mut self.line, reason);
+        if let Some(server) = &mut self.server {
+            server.close(&self.line);
+        }
+    }
+
+    fn clients(&self) -> usize {
+        self.server.as_ref().map_or(0, SocketServer::clients)
     }
 }
 

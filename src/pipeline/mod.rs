@@ -15,6 +15,8 @@
 //! either way the current frame is finished, clients get a `bye`, the socket
 //! file is removed and the statistics are printed.
 
+pub mod publish;
+pub mod report;
 pub mod slot;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,24 +29,19 @@ use crate::config::Config;
 use crate::detector::Detector;
 use crate::error::{Error, Result};
 use crate::frame::Frame;
-use crate::output::metrics::{self, MetricsServer};
-use crate::output::notify::{Notifier, StartupKeepalive};
-use crate::output::protocol::{self, FrameCounters, FrameReport, Hello, SourceState, StatsInput};
-use crate::output::socket::SocketServer;
 use crate::power::telemetry::Telemetry;
 use crate::power::{ClockControl, PowerSession};
 use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, Stage};
+use publish::{Health, Output, Publisher, Started};
+use report::{FrameCounters, FrameReport, SourceState};
 use slot::{LatestSlot, Taken};
-
-/// A callback given every published `detections` line and the number of detections in it.
-pub type MessageHook = Box<dyn FnMut(&[u8], usize) + Send>;
 
 /// How a run is started, beyond the config file.
 #[derive(Default)]
 pub struct RunOptions {
-    /// Called with every published `detections` line (e.g. to print it).
-    pub on_message: Option<MessageHook>,
+    /// Where frames and statistics go (`output::open`, plus `--echo` or a benchmark's counter).
+    pub outputs: Vec<Box<dyn Output>>,
     /// Stop after this many published frames (`jetdetect bench`); `None` runs until stopped.
     pub max_frames: Option<u64>,
     /// Do not print the statistics table at the end (the caller reports them).
@@ -264,9 +261,7 @@ fn source_state(shared: &Shared) -> SourceState {
 }
 
 /// Runs the daemon until `stop` is set or the source ends.
-pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> Result<RunSummary> {
-    let notifier = Notifier::from_env();
-    let keepalive = StartupKeepalive::start();
+pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Result<RunSummary> {
     // Before anything else: put back clocks an unclean exit left changed, then
     // apply the profile. Dropping the session (any return below) restores them.
     let power = match options.clocks {
@@ -323,29 +318,16 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         warm.elapsed().as_secs_f64() * 1e3,
         detector.preprocessing()
     );
-    let names = detector.names().clone();
     let (engine_described, preprocessing) = (detector.engine().describe(), detector.preprocessing());
-    let hello = Hello {
-        r#type: "hello",
-        schema: protocol::SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
+    let started = Started {
         source: src.describe(),
         engine: engine_described.clone(),
         runtime,
         input: [iw, ih],
-        classes: (0..names.len()).map(|i| names.name(i).into_owned()).collect(),
+        names: detector.names().clone(),
     };
-    let mut hello_line = serde_json::to_vec(&hello).map_err(|e| Error::Other(e.to_string()))?;
-    hello_line.push(b'\n');
-
-    let group = (!config.output.socket_group.is_empty()).then_some(config.output.socket_group.as_str());
-    let mut server = SocketServer::bind(&config.output.socket, group, config.output.client_buffer_kib * 1024)
-        .map_err(|e| Error::Other(format!("[output] socket: {e}")))?;
-    log::info!("publishing on {}", server.path().display());
-    let metrics = match config.metrics.listen.as_str() {
-        "" => None,
-        addr => Some(MetricsServer::start(addr).map_err(Error::Other)?),
-    };
+    let mut publisher = Publisher::new(options.outputs, Duration::from_secs(config.output.stats_interval_s));
+    publisher.open()?;
 
     let slot = Arc::new(LatestSlot::<Frame>::new());
     let shared = Arc::new(Shared::default());
@@ -373,18 +355,8 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
             .map_err(|e| Error::Other(format!("cannot start the inference thread: {e}")))?
     };
 
-    drop(keepalive);
-    notifier.send("READY=1\nSTATUS=running");
-    log::info!("ready");
-    let started = Instant::now();
-    let interval = Duration::from_secs(config.output.stats_interval_s);
-    let watchdog = notifier.watchdog_period().map(|p| p / 2);
-    let mut last_watchdog = Instant::now();
-    let mut last_stats = Instant::now();
-    let mut last_counts = FrameCounters::default();
+    publisher.ready(&started);
     let mut published = 0u64;
-    let (mut window, mut total) = (LatencyStats::new(), LatencyStats::new());
-    let mut line = Vec::with_capacity(64 * 1024);
     let counters = |published: u64| FrameCounters {
         captured: shared.captured.load(Ordering::Relaxed),
         processed: shared.processed.load(Ordering::Relaxed),
@@ -392,25 +364,15 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
         published,
         errors: shared.errors.load(Ordering::Relaxed),
     };
-    let mut stopping_sent = false;
     let max_frames = options.max_frames;
     let reached = |published: u64| max_frames.is_some_and(|n| published >= n);
+    let telemetry_now = || telemetry.lock().map(|t| t.clone()).unwrap_or_default();
     loop {
         match report_rx.recv_timeout(Duration::from_millis(20)) {
             Ok(report) => {
-                let now = Instant::now();
-                line.clear();
-                protocol::write_detections(&mut line, &report, &names, now, slot.dropped());
-                server.broadcast(&line);
+                publisher.frame(&report, slot.dropped());
                 published += 1;
                 crate::fault::stage("publish", published);
-                let mut us = report.stage_us(now);
-                us[Stage::Publish] =
-                    Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
-                window.record_stages(&us);
-                if let Some(cb) = options.on_message.as_mut() {
-                    cb(&line, report.detections.len());
-                }
                 let _ = recycle_tx.try_send(report);
                 if reached(published) && !stop.swap(true, Ordering::Relaxed) {
                     log::info!("{published} frames published: stopping");
@@ -419,73 +381,15 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        server.accept(&hello_line);
-        server.flush();
-        if stop.load(Ordering::Relaxed) && !stopping_sent {
-            notifier.send("STOPPING=1");
-            stopping_sent = true;
-        }
-        if let Some(period) = watchdog {
-            let alive = mono_ns(Instant::now()).saturating_sub(shared.heartbeat.load(Ordering::Relaxed));
-            if last_watchdog.elapsed() >= period && alive < 2 * period.as_nanos() as u64 {
-                notifier.send("WATCHDOG=1");
-                last_watchdog = Instant::now();
-            }
-        }
-        if last_stats.elapsed() >= interval {
+        let since = mono_ns(Instant::now()).saturating_sub(shared.heartbeat.load(Ordering::Relaxed));
+        publisher.tick(&Health {
+            since_progress: Duration::from_nanos(since),
+            stopping: stop.load(Ordering::Relaxed),
+        });
+        if publisher.interval_due() {
             model_file.check();
-            let secs = last_stats.elapsed().as_secs_f64();
-            let now_counts = counters(published);
-            let delta = FrameCounters {
-                captured: now_counts.captured - last_counts.captured,
-                processed: now_counts.processed - last_counts.processed,
-                ..FrameCounters::default()
-            };
-            line.clear();
-            let source_state = source_state(&shared);
-            protocol::write_stats(
-                &mut line,
-                &StatsInput {
-                    uptime_s: started.elapsed().as_secs_f64(),
-                    interval_s: secs,
-                    totals: now_counts,
-                    interval: delta,
-                    clients: server.clients(),
-                    source: &source_state,
-                    latency: &window,
-                    telemetry: &telemetry.lock().map(|t| t.clone()).unwrap_or_default(),
-                },
-            );
-            server.broadcast(&line);
-            let e2e = window.stage(Stage::EndToEnd);
-            let fps = delta.processed as f64 / secs;
-            log::info!(
-                "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}",
-                fps,
-                e2e.p50,
-                e2e.p90,
-                e2e.p99,
-                e2e.max,
-                now_counts.dropped,
-                server.clients()
-            );
-            if let Some(m) = &metrics {
-                let t = telemetry.lock().map(|t| t.clone()).unwrap_or_default();
-                m.update(metrics::render(now_counts, fps, server.clients(), &window, &t));
-            }
-            notifier.send(&format!(
-                "STATUS={fps:.1} fps, p99 {:.1} ms, {} clients",
-                e2e.p99,
-                server.clients()
-            ));
-            total.merge(&window);
-            window.reset();
-            last_counts = now_counts;
-            last_stats = Instant::now();
+            publisher.interval(counters(published), &source_state(&shared), &telemetry_now());
         }
-    }
-    if !stopping_sent {
-        notifier.send("STOPPING=1");
     }
     let mut panicked = None;
     for (stage, thread) in [("capture", capture), ("inference", inference)] {
@@ -494,10 +398,6 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
                 .get_or_insert(format!("the {stage} thread panicked: {}", panic_message(payload.as_ref())));
         }
     }
-    telemetry_stop.store(true, Ordering::Relaxed);
-    let _ = telemetry_thread.join();
-    total.merge(&window);
-    let seconds = started.elapsed().as_secs_f64();
     let frames = counters(published);
     let reason = if let Some(p) = &panicked {
         p.clone()
@@ -510,25 +410,9 @@ pub fn run(config: &Config, mut options: RunOptions, stop: Arc<AtomicBool>) -> R
     } else {
         "pipeline stopped".to_string()
     };
-    line.clear();
-    let source_state = source_state(&shared);
-    protocol::write_stats(
-        &mut line,
-        &StatsInput {
-            uptime_s: seconds,
-            interval_s: seconds,
-            totals: frames,
-            interval: frames,
-            clients: server.clients(),
-            source: &source_state,
-            latency: &total,
-            telemetry: &telemetry.lock().map(|t| t.clone()).unwrap_or_default(),
-        },
-    );
-    server.broadcast(&line);
-    line.clear();
-    protocol::write_bye(&mut line, &reason);
-    server.close(&line);
+    let (total, seconds) = publisher.finish(frames, &source_state(&shared), &telemetry_now(), &reason);
+    telemetry_stop.store(true, Ordering::Relaxed);
+    let _ = telemetry_thread.join();
     if !options.quiet {
         print_summary(&frames, &total, seconds, &reason);
     }

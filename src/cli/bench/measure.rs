@@ -26,6 +26,8 @@ use jetdetect::config::Config;
 use jetdetect::detector::Detector;
 use jetdetect::error::{Error, Result};
 use jetdetect::frame::Frame;
+use jetdetect::output::Output;
+use jetdetect::pipeline::report::FrameReport;
 use jetdetect::pipeline::{self, RunOptions};
 use jetdetect::source;
 use jetdetect::stats::{LatencyStats, Percentiles};
@@ -399,22 +401,21 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     }
     let seen =
         Arc::new(Mutex::new(Seen { first: None, sampler: Sampler::new(options.frames), detections: 0 }));
-    let hook = {
-        let seen = seen.clone();
-        move |_: &[u8], detections: usize| {
-            if let Ok(mut s) = seen.lock() {
+    /// Counts what the pipeline publishes, beside the socket the clients read.
+    struct Counter(Arc<Mutex<Seen>>);
+    impl Output for Counter {
+        fn frame(&mut self, report: &FrameReport, _: u64, _: Instant) {
+            if let Ok(mut s) = self.0.lock() {
                 s.first.get_or_insert_with(Instant::now);
                 s.sampler.frame();
-                s.detections += detections as u64;
+                s.detections += report.detections.len() as u64;
             }
         }
-    };
-    let run_options = RunOptions {
-        on_message: Some(Box::new(hook)),
-        max_frames: Some(options.frames),
-        quiet: true,
-        ..Default::default()
-    };
+    }
+    let mut outputs = jetdetect::output::open(&config);
+    outputs.push(Box::new(Counter(seen.clone())));
+    let run_options =
+        RunOptions { outputs, max_frames: Some(options.frames), quiet: true, ..Default::default() };
     let result = pipeline::run(&config, run_options, Arc::new(AtomicBool::new(false)));
     give_up.store(true, Ordering::Relaxed);
     let client_lines: Vec<u64> = clients.into_iter().map(|c| c.join().unwrap_or(0)).collect();

@@ -1,0 +1,33 @@
+//! `jetdetect run --echo`: each frame's detections on stdout, one line for a person, as
+//! `jetdetect watch` prints them.
+
+use std::time::Instant;
+
+use crate::client;
+use crate::pipeline::publish::{Output, Started};
+use crate::pipeline::report::FrameReport;
+use crate::yolo::ClassNames;
+
+use super::protocol;
+
+/// Prints every published frame to stdout.
+#[derive(Default)]
+pub struct Echo {
+    names: Option<ClassNames>,
+    line: Vec<u8>,
+}
+
+impl Output for Echo {
+    fn ready(&mut self, s: &Started) {
+        self.names = Some(s.names.clone());
+    }
+
+    fn frame(&mut self, report: &FrameReport, dropped: u64, now: Instant) {
+        let Some(names) = &self.names else { return };
+        self.line.clear();
+        protocol::write_detections(&mut self.line, report, names, now, dropped);
+        if let Some(text) = serde_json::from_slice(&self.line).ok().as_ref().and_then(client::format_human) {
+            println!("{text}");
+        }
+    }
+}

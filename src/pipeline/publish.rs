@@ -1,0 +1,231 @@
+//! The publisher: hands every frame's report and every interval's figures to the outputs, and
+//! keeps the per-interval state (latency histograms, counters, timers) that they share.
+//!
+//! An output (the socket, the Prometheus endpoint, systemd's notify socket, `--echo`; next:
+//! MAVLink, ROS 2, MQTT) implements [`Output`] in `src/output/` and is built from its config
+//! section by `output::open`. The pipeline knows outputs only through this trait; an output
+//! never reaches back into the stages.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::power::telemetry::Telemetry;
+use crate::stats::{LatencyStats, Percentiles, Stage};
+use crate::yolo::ClassNames;
+
+use super::report::{FrameCounters, FrameReport, SourceState};
+
+/// What the pipeline runs, once it is ready (the socket's `hello` message says it).
+#[derive(Clone, Debug)]
+pub struct Started {
+    /// The source, as opened.
+    pub source: String,
+    /// The engine and model.
+    pub engine: String,
+    /// Runtime library versions (`onnxruntime`, `tensorrt`, `cuda`), when the engine loads any.
+    pub runtime: BTreeMap<String, String>,
+    /// Model input `[width, height]`.
+    pub input: [u32; 2],
+    /// The class names.
+    pub names: ClassNames,
+}
+
+/// The figures of one stats interval (or, at the end, of the whole run).
+pub struct Interval<'a> {
+    /// Seconds since the pipeline was ready.
+    pub uptime_s: f64,
+    /// Seconds the interval covers.
+    pub interval_s: f64,
+    /// Counters since start.
+    pub totals: FrameCounters,
+    /// Counters over the interval.
+    pub delta: FrameCounters,
+    /// Frames processed per second over the interval.
+    pub fps: f64,
+    /// Clients connected to all outputs.
+    pub clients: usize,
+    /// The source's health.
+    pub source: &'a SourceState,
+    /// Latency histograms over the interval (the whole run at the end).
+    pub latency: &'a LatencyStats,
+    /// The board's latest telemetry sample.
+    pub telemetry: &'a Telemetry,
+}
+
+/// The pipeline's liveness, each turn of the publisher loop.
+#[derive(Clone, Copy, Debug)]
+pub struct Health {
+    /// Time since a stage last showed progress (a frame, or a camera retry).
+    pub since_progress: Duration,
+    /// A stop was asked for (signal, frame count, end of source).
+    pub stopping: bool,
+}
+
+/// Something published frames and statistics go to. Every method runs on the publisher
+/// thread between frames and must not block: a slow consumer is the output's to drop.
+pub trait Output: Send {
+    /// Claims what the output needs (binds a socket, a port), after the clocks, the source and
+    /// the model, before the pipeline's threads start: a client that can connect finds the
+    /// daemon set up. An error stops the start.
+    fn open(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The pipeline is ready: model loaded, warmed up, threads started.
+    fn ready(&mut self, _started: &Started) {}
+    /// One published frame, `dropped` frames displaced so far, at `now`.
+    fn frame(&mut self, _report: &FrameReport, _dropped: u64, _now: Instant) {}
+    /// Every turn of the publisher loop (about every 20 ms).
+    fn tick(&mut self, _health: &Health) {}
+    /// Every stats interval.
+    fn interval(&mut self, _interval: &Interval<'_>) {}
+    /// The run ended for `reason`; `run` holds the whole run's figures.
+    fn finish(&mut self, _run: &Interval<'_>, _reason: &str) {}
+    /// Clients connected to this output now (for the stats).
+    fn clients(&self) -> usize {
+        0
+    }
+}
+
+/// Feeds the outputs and keeps the per-interval state.
+pub struct Publisher {
+    outputs: Vec<Box<dyn Output>>,
+    every: Duration,
+    started: Instant,
+    last_interval: Instant,
+    last_counts: FrameCounters,
+    window: LatencyStats,
+    total: LatencyStats,
+}
+
+impl Publisher {
+    /// Publishes to `outputs`, with a stats interval of `every`.
+    pub fn new(outputs: Vec<Box<dyn Output>>, every: Duration) -> Publisher {
+        let now = Instant::now();
+        Publisher {
+            outputs,
+            every,
+            started: now,
+            last_interval: now,
+            last_counts: FrameCounters::default(),
+            window: LatencyStats::new(),
+            total: LatencyStats::new(),
+        }
+    }
+
+    /// Opens every output ([`Output::open`]).
+    pub fn open(&mut self) -> Result<()> {
+        for o in &mut self.outputs {
+            o.open()?;
+        }
+        Ok(())
+    }
+
+    /// The pipeline is ready; uptime counts from here.
+    pub fn ready(&mut self, started: &Started) {
+        for o in &mut self.outputs {
+            o.ready(started);
+        }
+        self.started = Instant::now();
+        self.last_interval = self.started;
+    }
+
+    /// Publishes one frame and records its stage times (publishing included).
+    pub fn frame(&mut self, report: &FrameReport, dropped: u64) {
+        let now = Instant::now();
+        for o in &mut self.outputs {
+            o.frame(report, dropped, now);
+        }
+        let mut us = report.stage_us(now);
+        us[Stage::Publish] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
+        self.window.record_stages(&us);
+    }
+
+    /// One turn of the loop.
+    pub fn tick(&mut self, health: &Health) {
+        for o in &mut self.outputs {
+            o.tick(health);
+        }
+    }
+
+    /// Clients connected to all outputs.
+    pub fn clients(&self) -> usize {
+        self.outputs.iter().map(|o| o.clients()).sum()
+    }
+
+    /// Whether a stats interval is due.
+    pub fn interval_due(&self) -> bool {
+        self.last_interval.elapsed() >= self.every
+    }
+
+    /// Ends the interval: the outputs get its figures, a log line says the main ones, and the
+    /// interval's histograms join the run's.
+    pub fn interval(&mut self, totals: FrameCounters, source: &SourceState, telemetry: &Telemetry) {
+        let secs = self.last_interval.elapsed().as_secs_f64();
+        let delta = FrameCounters {
+            captured: totals.captured - self.last_counts.captured,
+            processed: totals.processed - self.last_counts.processed,
+            ..FrameCounters::default()
+        };
+        let fps = delta.processed as f64 / secs;
+        let clients = self.clients();
+        let iv = Interval {
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            interval_s: secs,
+            totals,
+            delta,
+            fps,
+            clients,
+            source,
+            latency: &self.window,
+            telemetry,
+        };
+        for o in &mut self.outputs {
+            o.interval(&iv);
+        }
+        let e2e: Percentiles = self.window.stage(Stage::EndToEnd);
+        log::info!(
+            "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}",
+            fps,
+            e2e.p50,
+            e2e.p90,
+            e2e.p99,
+            e2e.max,
+            totals.dropped,
+            clients
+        );
+        self.total.merge(&self.window);
+        self.window.reset();
+        self.last_counts = totals;
+        self.last_interval = Instant::now();
+    }
+
+    /// Ends the run: the outputs get the whole run's figures and `reason`; returns the run's
+    /// latency histograms and its length in seconds.
+    pub fn finish(
+        mut self,
+        totals: FrameCounters,
+        source: &SourceState,
+        telemetry: &Telemetry,
+        reason: &str,
+    ) -> (LatencyStats, f64) {
+        self.total.merge(&self.window);
+        let seconds = self.started.elapsed().as_secs_f64();
+        let clients = self.clients();
+        let run = Interval {
+            uptime_s: seconds,
+            interval_s: seconds,
+            totals,
+            delta: totals,
+            fps: totals.processed as f64 / seconds.max(1e-9),
+            clients,
+            source,
+            latency: &self.total,
+            telemetry,
+        };
+        for o in &mut self.outputs {
+            o.finish(&run, reason);
+        }
+        (self.total, seconds)
+    }
+}

@@ -1,0 +1,101 @@
+//! What the pipeline hands to its outputs: one frame's report, the counters and the source's
+//! health. Outputs read these; only the pipeline fills them.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::detector::StageTimes;
+use crate::frame::GroundTruth;
+use crate::stats::PerStage;
+use crate::yolo::Detection;
+
+/// What inference hands to the publisher for one frame. Reused between frames.
+#[derive(Clone, Debug)]
+pub struct FrameReport {
+    /// The frame's sequence number at the source.
+    pub seq: u64,
+    /// Source frame width.
+    pub width: u32,
+    /// Source frame height.
+    pub height: u32,
+    /// When the frame was captured.
+    pub captured: Instant,
+    /// Wall-clock capture time, ns since the Unix epoch.
+    pub captured_wall_ns: u128,
+    /// When inference took the frame.
+    pub infer_start: Instant,
+    /// When decoding finished.
+    pub infer_end: Instant,
+    /// Time per inference stage.
+    pub times: StageTimes,
+    /// Detections in source pixels.
+    pub detections: Vec<Detection>,
+    /// Ground truth, when the source knows it.
+    pub truth: Vec<GroundTruth>,
+}
+
+impl FrameReport {
+    /// An empty report, to be filled.
+    pub fn new() -> FrameReport {
+        let now = Instant::now();
+        FrameReport {
+            seq: 0,
+            width: 0,
+            height: 0,
+            captured: now,
+            captured_wall_ns: 0,
+            infer_start: now,
+            infer_end: now,
+            times: StageTimes::default(),
+            detections: Vec::with_capacity(128),
+            truth: Vec::new(),
+        }
+    }
+
+    /// Microseconds per stage, given the publish time.
+    pub fn stage_us(&self, published: Instant) -> PerStage<u64> {
+        let us = |d: std::time::Duration| d.as_micros() as u64;
+        PerStage([
+            us(self.infer_start.saturating_duration_since(self.captured)),
+            us(self.times.preprocess),
+            us(self.times.inference),
+            us(self.times.decode),
+            us(published.saturating_duration_since(self.infer_end)),
+            us(published.saturating_duration_since(self.captured)),
+        ])
+    }
+}
+
+impl Default for FrameReport {
+    fn default() -> Self {
+        FrameReport::new()
+    }
+}
+
+/// Counters for a `stats` message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct FrameCounters {
+    /// Frames the source delivered.
+    pub captured: u64,
+    /// Frames inference processed.
+    pub processed: u64,
+    /// Frames displaced by a newer one before inference took them.
+    pub dropped: u64,
+    /// Frame messages published.
+    pub published: u64,
+    /// Frames that failed in preprocessing, inference or decoding.
+    pub errors: u64,
+}
+
+/// The source's health, for `stats` messages.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SourceState {
+    /// `streaming` or `unavailable` (camera gone, busy or silent: capture is retrying).
+    pub state: &'static str,
+    /// Why it is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Times the source became unavailable since start.
+    pub faults: u64,
+}
