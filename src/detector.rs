@@ -62,6 +62,7 @@ impl Detector {
             providers: e.providers.clone(),
             threads: e.threads,
             tensorrt: e.tensorrt.clone(),
+            board_root: config.power.root.clone(),
         };
         let engine = engine::open(config.engine.kind, &config.model.path, &options)?;
         let names = match &config.model.names {

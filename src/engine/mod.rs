@@ -84,6 +84,9 @@ pub struct EngineOptions {
     pub threads: usize,
     /// TensorRT provider options.
     pub tensorrt: onnxruntime::TensorRtOptions,
+    /// The directory standing for `/` in board queries (the SoC, its DLA cores): `[power] root`,
+    /// so a fixture or an image of a board answers as the board would.
+    pub board_root: std::path::PathBuf,
 }
 
 impl Default for EngineOptions {
@@ -94,6 +97,7 @@ impl Default for EngineOptions {
             providers: Provider::ALL.to_vec(),
             threads: 0,
             tensorrt: onnxruntime::TensorRtOptions::default(),
+            board_root: std::path::PathBuf::from("/"),
         }
     }
 }

@@ -633,6 +633,7 @@ fn session_builder(
     tensorrt_options: &TensorRtOptions,
     key: &str,
     threads: usize,
+    board_root: &Path,
 ) -> Result<(ort::session::builder::SessionBuilder, Vec<Provider>), EngineError> {
     let err = |what: &str, e: &dyn std::fmt::Display| {
         EngineError::Model(format!("{}: {what}: {e}", library.display()))
@@ -653,7 +654,7 @@ fn session_builder(
                 }
                 if let Some(core) = tensorrt_options.dla_core {
                     // Asked for explicitly: refuse rather than let TensorRT quietly use the GPU.
-                    check_dla(core, trt.as_deref(), Path::new("/")).map_err(EngineError::Model)?;
+                    check_dla(core, trt.as_deref(), board_root).map_err(EngineError::Model)?;
                 }
                 let versions = cache_versions(trt.as_deref(), library);
                 let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
@@ -713,8 +714,15 @@ impl OrtEngine {
         let model_err = |what: &str, e: &dyn std::fmt::Display| {
             EngineError::Model(format!("{}: {what}: {e}", path.display()))
         };
-        let (mut builder, used) =
-            session_builder(env, &library, &options.providers, &options.tensorrt, &key, options.threads)?;
+        let (mut builder, used) = session_builder(
+            env,
+            &library,
+            &options.providers,
+            &options.tensorrt,
+            &key,
+            options.threads,
+            &options.board_root,
+        )?;
         // Session creation builds the TensorRT engine (or loads it from the cache); the first run sizes the output.
         let started = std::time::Instant::now();
         log::info!(
@@ -885,7 +893,11 @@ impl Engine for OrtEngine {
                 // DLA computes in FP16 (or INT8) only.
                 trt.precision = Precision::Fp16;
                 trt.dla_core = Some(trt.dla_core.unwrap_or(0));
-                expect_dla_placement(onnx, self.runtime.get("tensorrt").map(String::as_str));
+                expect_dla_placement(
+                    onnx,
+                    self.runtime.get("tensorrt").map(String::as_str),
+                    &self.options.board_root,
+                );
             }
             StageDevice::Gpu => {
                 // The graph reproduces the CPU arithmetic exactly in FP32; it is tiny either way.
@@ -900,8 +912,15 @@ impl Engine for OrtEngine {
             );
         }
         let key = format!("pre{}", model_key(onnx));
-        let (builder, used) =
-            session_builder(self.env, &self.library, &self.used, &trt, &key, self.options.threads)?;
+        let (builder, used) = session_builder(
+            self.env,
+            &self.library,
+            &self.used,
+            &trt,
+            &key,
+            self.options.threads,
+            &self.options.board_root,
+        )?;
         // The stage runs just before the engine: threads spinning on after it would take
         // the CPU from the engine's own (measured: +4 ms per frame on 2 cores).
         let mut builder = builder.with_intra_op_spinning(false).map_err(|e| err("session options", &e))?;
@@ -982,7 +1001,7 @@ impl Engine for OrtEngine {
 
 /// Logs where TensorRT should put the layers of the DLA form of the preprocessing graph on this
 /// board and TensorRT, by [`dla::place`], and warns of any DLA-stage layer it would not run there.
-fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>) {
+fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>, board_root: &Path) {
     use prost::Message;
     let Some(trt) = tensorrt.and_then(dla::TensorRt::parse) else {
         log::info!(
@@ -990,7 +1009,7 @@ fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>) {
         );
         return;
     };
-    let soc = dla::Soc::detect(Path::new("/")).unwrap_or(dla::Soc::Orin);
+    let soc = dla::Soc::detect(board_root).unwrap_or(dla::Soc::Orin);
     let Ok(model) = tract_onnx::pb::ModelProto::decode(onnx) else { return };
     let placed = dla::place(&model, trt, soc);
     let on_dla = placed.iter().filter(|n| n.placement == dla::Placement::Dla).count();

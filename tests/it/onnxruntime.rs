@@ -113,6 +113,22 @@ fn missing_library_and_missing_providers_are_documented_errors() {
     c.engine.providers = vec![jetdetect::engine::Provider::TensorRt, jetdetect::engine::Provider::Cpu];
     let e = Detector::from_config(&c).err().unwrap().to_string();
     assert!(e.contains("this board has no DLA") && e.contains("remove [engine.tensorrt] dla_core"), "{e}");
+    // The board is the one [power] root stands for: an Orin NX 8GB has one DLA core, an AGX
+    // Orin two (core 1 passes the check; TensorRT, missing from this build, is passed over for
+    // the CPU provider).
+    let boards = root().join("tests/fixtures/jetson");
+    c.power.root = boards.join("orin-nx-10w");
+    c.engine.tensorrt.dla_core = Some(1);
+    let e = Detector::from_config(&c).err().unwrap().to_string();
+    assert!(e.contains("this board has 1 DLA core: use 0"), "{e}");
+    c.power.root = boards.join("agx-orin-jp7");
+    if let Err(e) = Detector::from_config(&c) {
+        panic!("DLA core 1 on an AGX Orin: {e}");
+    }
+    c.power.root = boards.join("nano-jp4");
+    let e = Detector::from_config(&c).err().unwrap().to_string();
+    let nano = boards.join("nano-jp4/sys/devices/platform");
+    assert!(e.contains(&format!("no DLA (none under {})", nano.display())), "{e}");
 }
 
 /// An ONNX model whose output is its input `[1, 3, h, w]`: running it reads back what a stage wrote.
