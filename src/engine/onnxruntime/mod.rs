@@ -1,0 +1,377 @@
+//! ONNX Runtime through its C API (the `ort` crate, loaded at run time): the
+//! TensorRT execution provider (FP16/INT8, DLA, engine and timing caches, CUDA
+//! graphs) on a Jetson, CUDA, or the CPU provider anywhere. The binary builds
+//! and runs without the library; it is found at run time in `[engine]
+//! library`, `ORT_DYLIB_PATH`, or the usual JetPack and pip locations.
+//!
+//! `library` finds and loads it, `tensorrt` holds the TensorRT provider's options and the DLA
+//! checks, `stage` runs accelerated preprocessing, `ffi` has every `unsafe` (this module denies
+//! it elsewhere).
+
+#![deny(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ort::ep;
+use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
+use ort::session::Session;
+use ort::value::{Tensor, TensorRef, ValueType};
+use ort::AsPointer;
+
+use super::{dla, trt_log, Engine, EngineError, EngineOptions, InputStage, Provider, StageDevice};
+
+// `unsafe` lives in `ffi` alone; anywhere else in this engine it does not compile.
+#[allow(unsafe_code)]
+mod ffi;
+mod library;
+mod stage;
+mod tensorrt;
+
+use ffi::*;
+pub use library::*;
+use stage::*;
+pub use tensorrt::*;
+
+/// `providers` as written in the config (`tensorrt > cuda`), for messages.
+pub fn provider_names(providers: &[Provider], sep: &str) -> String {
+    providers.iter().map(|p| p.name()).collect::<Vec<_>>().join(sep)
+}
+
+/// Logs every 15 s while alive, so that a TensorRT engine build (minutes on a
+/// Nano) shows it is still going.
+struct Progress {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(what: String) -> Progress {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let started = std::time::Instant::now();
+        let thread = std::thread::Builder::new()
+            .name("build-progress".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(std::time::Duration::from_secs(15))
+                {
+                    log::info!("{what}: still preparing after {:.0} s", started.elapsed().as_secs_f64());
+                }
+            })
+            .ok();
+        Progress { stop: Some(tx), thread }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A short hash of the model bytes, for engine cache names.
+fn model_key(bytes: &[u8]) -> String {
+    // FNV-1a 64: stable across builds and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A model loaded in ONNX Runtime.
+pub struct OrtEngine {
+    session: Session,
+    binding: ort::session::IoBinding,
+    input_name: String,
+    /// `input_name` for the C API (re-binding on GPU providers).
+    input_cname: CString,
+    input_shape: [usize; 4],
+    /// Host input the CPU preprocessing writes.
+    input: Tensor<f32>,
+    /// Input on the engine's device, written by input stages (accelerated preprocessing).
+    stage_input: Option<Tensor<f32>>,
+    /// The session runs on a GPU provider: host inputs are copied when bound, so bind before each run.
+    on_gpu: bool,
+    env: &'static ort::environment::Environment,
+    library: PathBuf,
+    options: EngineOptions,
+    used: Vec<Provider>,
+    output_shape: Vec<usize>,
+    /// Host output tensor of `output_shape`, bound once: each run writes it, [`Engine::run`] lends it out.
+    output: Tensor<f32>,
+    metadata: BTreeMap<String, String>,
+    label: String,
+    /// ONNX Runtime's version, and TensorRT's and CUDA's where a GPU provider runs.
+    runtime: BTreeMap<String, String>,
+}
+
+/// The versions this session runs on: ONNX Runtime's, and, where TensorRT or CUDA providers were
+/// taken, TensorRT's and CUDA's runtime (from the libraries the loader will find).
+fn runtime_versions(library: &Path, used: &[Provider]) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::from([("onnxruntime".to_string(), ort_version(library))]);
+    let dirs = tensorrt_dirs(library);
+    let gpu = used.iter().any(|p| *p != Provider::Cpu);
+    if used.contains(&Provider::TensorRt) {
+        v.insert("tensorrt".into(), tensorrt_version(&dirs).unwrap_or_else(|| "unknown".into()));
+    }
+    if gpu {
+        v.insert("cuda".into(), library_version(&dirs, "libcudart.so.").unwrap_or_else(|| "unknown".into()));
+    }
+    v
+}
+
+/// Creates a session builder with the providers in `providers` (in order of
+/// preference) and returns it with the names of those the library accepted.
+fn session_builder(
+    env: &'static ort::environment::Environment,
+    library: &Path,
+    providers: &[Provider],
+    tensorrt_options: &TensorRtOptions,
+    key: &str,
+    threads: usize,
+    board_root: &Path,
+) -> Result<(ort::session::builder::SessionBuilder, Vec<Provider>), EngineError> {
+    let err = |what: &str, e: &dyn std::fmt::Display| {
+        EngineError::Model(format!("{}: {what}: {e}", library.display()))
+    };
+    let mut builder = Session::builder(env).map_err(|e| err("cannot create a session", &e))?;
+    if threads > 0 {
+        builder = builder.with_intra_threads(threads).map_err(|e| err("threads", &e))?;
+    }
+    let mut used = Vec::new();
+    let mut refused = Vec::new();
+    for name in providers {
+        let mut note = None;
+        let dispatch = match name {
+            Provider::TensorRt => {
+                let trt = tensorrt_version(&tensorrt_dirs(library));
+                if trt.is_none() {
+                    log::debug!("no libnvinfer.so.* in LD_LIBRARY_PATH or the usual places");
+                }
+                if let Some(core) = tensorrt_options.dla_core {
+                    // Asked for explicitly: refuse rather than let TensorRT quietly use the GPU.
+                    check_dla(core, trt.as_deref(), board_root).map_err(EngineError::Model)?;
+                }
+                let versions = cache_versions(trt.as_deref(), library);
+                let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
+                note = cache;
+                dispatch
+            }
+            Provider::Cuda => ep::CUDA::default().build().error_on_failure(),
+            Provider::Cpu => ep::CPU::default().build().error_on_failure(),
+        };
+        match builder.with_execution_providers([dispatch]) {
+            Ok(b) => {
+                builder = b;
+                used.push(*name);
+                if let Some(n) = note {
+                    log::info!("{n}");
+                }
+            }
+            Err(e) => {
+                let mut why = e.to_string();
+                if *name == Provider::TensorRt && tensorrt_options.dla_core.is_some() {
+                    why.push_str(" (DLA needs a Jetson with DLA cores (Xavier, Orin) and TensorRT <= 10.7)");
+                }
+                log::warn!("{}: provider {name} unavailable: {why}", library.display());
+                refused.push(format!("{name}: {why}"));
+                builder = e.recover();
+            }
+        }
+    }
+    if used.is_empty() {
+        return Err(EngineError::Model(format!(
+            "{}: none of the providers {:?} could be used ({}); add \"cpu\" to [engine] providers to fall back",
+            library.display(),
+            providers.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            refused.join("; ")
+        )));
+    }
+    Ok((builder, used))
+}
+
+/// Memory on the engine's GPU (device 0), where TensorRT and CUDA sessions want their inputs.
+fn gpu_memory() -> ort::Result<MemoryInfo<'static>> {
+    MemoryInfo::new(AllocationDevice::CUDA, 0, AllocatorType::Device, MemoryType::Default)
+}
+
+impl OrtEngine {
+    /// Loads `path` with the providers in `options.providers`, in order of preference.
+    pub fn load(path: &Path, options: &EngineOptions) -> Result<OrtEngine, EngineError> {
+        let library = find_library(options.ort_library.as_deref())?;
+        let env = environment(&library)?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            EngineError::Io(format!(
+                "{}: cannot read the model: {e} (check [model] path or --model)",
+                path.display()
+            ))
+        })?;
+        let key = model_key(&bytes);
+        let model_err = |what: &str, e: &dyn std::fmt::Display| {
+            EngineError::Model(format!("{}: {what}: {e}", path.display()))
+        };
+        let (mut builder, used) = session_builder(
+            env,
+            &library,
+            &options.providers,
+            &options.tensorrt,
+            &key,
+            options.threads,
+            &options.board_root,
+        )?;
+        // Session creation builds the TensorRT engine (or loads it from the cache); the first run sizes the output.
+        let started = std::time::Instant::now();
+        log::info!(
+            "{}: preparing with {} (a TensorRT engine build can take minutes the first time)",
+            path.display(),
+            provider_names(&used, " > ")
+        );
+        let progress = Progress::start(path.display().to_string());
+        let mut session = builder.commit_from_memory(&bytes).map_err(|e| {
+            model_err("ONNX Runtime cannot load this model (corrupt, or an engine build failure)", &e)
+        })?;
+        if session.inputs().len() != 1 {
+            return Err(EngineError::Model(format!(
+                "{}: the model has {} inputs; jetdetect needs one image input [1, 3, H, W]",
+                path.display(),
+                session.inputs().len()
+            )));
+        }
+        let input = &session.inputs()[0];
+        let input_name = input.name().to_string();
+        let dims: Vec<i64> = match input.dtype() {
+            ValueType::Tensor { shape, .. } => shape.iter().copied().collect(),
+            other => {
+                return Err(EngineError::Model(format!(
+                    "{}: the input is {other:?}, not a tensor",
+                    path.display()
+                )))
+            }
+        };
+        let (dw, dh) = options.dynamic_input;
+        let dim = |i: usize, default: usize| {
+            dims.get(i).copied().filter(|&d| d > 0).map(|d| d as usize).unwrap_or(default)
+        };
+        if dims.len() != 4 || dim(0, 1) != 1 || dim(1, 3) != 3 {
+            return Err(EngineError::Model(format!(
+                "{}: the input has shape {dims:?}; jetdetect needs an image input [1, 3, H, W]",
+                path.display()
+            )));
+        }
+        let input_shape = [1, 3, dim(2, dh as usize), dim(3, dw as usize)];
+        let mut metadata = BTreeMap::new();
+        if let Ok(meta) = session.metadata() {
+            for k in ["names", "stride", "imgsz", "task", "description"] {
+                if let Some(v) = meta.custom(k) {
+                    metadata.insert(k.to_string(), v);
+                }
+            }
+        }
+        let input_buf = vec![0f32; input_shape.iter().product()];
+        let output_shape: Vec<usize> = {
+            let t = TensorRef::from_array_view((input_shape, &input_buf[..]))
+                .map_err(|e| model_err("input", &e))?;
+            let out = session
+                .run(ort::inputs![input_name.as_str() => t])
+                .map_err(|e| model_err("the first run failed", &e))?;
+            let (shape, _) =
+                out[0].try_extract_tensor::<f32>().map_err(|e| model_err("the output is not f32", &e))?;
+            shape.iter().map(|&d| d as usize).collect()
+        };
+        drop(progress);
+        log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
+        // Input and output bound once to tensors allocated here: each run reuses them.
+        let input =
+            Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", &e))?;
+        let mut output = Tensor::<f32>::new(&Allocator::default(), output_shape.clone())
+            .map_err(|e| model_err("output tensor", &e))?;
+        let output_name = session.outputs()[0].name().to_string();
+        let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", &e))?;
+        binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", &e))?;
+        binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", &e))?;
+        let input_cname =
+            CString::new(input_name.as_str()).map_err(|_| model_err("input name", &"contains a NUL byte"))?;
+        let label = format!(
+            "onnxruntime {} [{}] ({})",
+            ort_version(&library),
+            provider_names(&used, " > "),
+            path.display()
+        );
+        let runtime = runtime_versions(&library, &used);
+        Ok(OrtEngine {
+            session,
+            binding,
+            input_name,
+            input_cname,
+            input_shape,
+            input,
+            stage_input: None,
+            on_gpu: used[0] != Provider::Cpu,
+            env,
+            library,
+            options: options.clone(),
+            used: used.clone(),
+            output_shape,
+            output,
+            metadata,
+            label,
+            runtime,
+        })
+    }
+}
+
+impl Engine for OrtEngine {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn runtime(&self) -> BTreeMap<String, String> {
+        self.runtime.clone()
+    }
+
+    fn input_shape(&self) -> [usize; 4] {
+        self.input_shape
+    }
+
+    fn output_shape(&self) -> &[usize] {
+        &self.output_shape
+    }
+
+    fn input_mut(&mut self) -> &mut [f32] {
+        if self.stage_input.is_some() {
+            return &mut [];
+        }
+        // A CPU tensor always extracts.
+        self.input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
+    }
+
+    fn run(&mut self) -> Result<&[f32], EngineError> {
+        let err = |e: String| EngineError::Run(format!("{}: {e}", self.label));
+        if self.on_gpu && self.stage_input.is_none() {
+            // A GPU session copies a host input when it is bound, not when it runs.
+            bind_input(&self.binding, &self.input_cname, &self.input).map_err(err)?;
+        }
+        run_with_binding(&self.session, &self.binding).map_err(err)?;
+        host_output(&self.output, self.output_shape.iter().product()).map_err(err)
+    }
+
+    fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    fn input_stage(
+        &mut self,
+        onnx: &[u8],
+        input_shape: &[usize],
+        device: StageDevice,
+    ) -> Result<Box<dyn InputStage>, EngineError> {
+        build_stage(self, onnx, input_shape, device)
+    }
+}
