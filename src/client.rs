@@ -23,15 +23,11 @@ pub enum Format {
 /// `Ok(false)` when the daemon closed the connection before `count`; a closed `out` (a pipe
 /// into `head`) ends it quietly.
 pub fn watch(path: &Path, format: Format, count: Option<u64>, out: &mut impl Write) -> Result<bool, Error> {
-    let stream = UnixStream::connect(path).map_err(|e| {
-        Error::Other(format!(
-            "{}: cannot connect: {e} (is the daemon running? `systemctl status jetdetect`, or give --socket / --config)",
-            path.display()
-        ))
-    })?;
+    let stream =
+        UnixStream::connect(path).map_err(|source| Error::Connect { path: path.to_path_buf(), source })?;
     let mut seen = 0u64;
     for line in BufReader::new(stream).lines() {
-        let line = line.map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+        let line = line.map_err(|e| Error::io(path.display().to_string(), e))?;
         let msg: Value = match serde_json::from_str(&line) {
             Ok(v) => v,
             Err(e) => {

@@ -80,7 +80,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
                 &dets,
                 detector.names(),
             );
-            out.write_all(&line).map_err(|e| Error::Other(format!("stdout: {e}")))
+            out.write_all(&line).map_err(|e| Error::io("stdout", e))
         };
         let result = if input.contains("://") {
             source::open(&input).map_err(Error::from).and_then(|mut src| {

@@ -24,7 +24,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<bool, Error> {
     let (uri, frames, out) = (args.source.as_str(), args.frames, args.out.as_path());
     let mut src = source::open(uri)?;
-    let io = |e: std::io::Error| Error::Other(format!("{}: {e}", out.display()));
+    let io = |e: std::io::Error| Error::io(out.display().to_string(), e);
     let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
     let mut frame = Frame::empty();
     let mut n = 0;

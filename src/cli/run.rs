@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
 fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| Error::Other(format!("cannot install signal handlers: {e}")))?;
+        .map_err(|e| Error::io("cannot install signal handlers", e))?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -94,6 +94,6 @@ fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), Error> {
                 }
             }
         })
-        .map_err(|e| Error::Other(format!("cannot start the signal thread: {e}")))?;
+        .map_err(|e| Error::io("cannot start the signal thread", e))?;
     Ok(())
 }

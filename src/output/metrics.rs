@@ -44,13 +44,24 @@ fn serve(mut stream: TcpStream, text: &Mutex<String>) {
     );
 }
 
+/// Why the metrics endpoint could not be set up: what was being done, and the system's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct MetricsError {
+    context: String,
+    source: std::io::Error,
+}
+
 impl MetricsServer {
     /// Listens on `addr` (already validated by the config).
-    pub fn start(addr: &str) -> Result<MetricsServer, String> {
-        let listener =
-            TcpListener::bind(addr).map_err(|e| format!("[metrics] listen = {addr}: cannot listen: {e}"))?;
-        let local = listener.local_addr().map_err(|e| format!("[metrics] listen = {addr}: {e}"))?;
-        listener.set_nonblocking(true).map_err(|e| format!("[metrics] listen = {addr}: {e}"))?;
+    pub fn start(addr: &str) -> Result<MetricsServer, MetricsError> {
+        let at = |what: &str| {
+            let context = format!("[metrics] listen = {addr}{what}");
+            move |source| MetricsError { context, source }
+        };
+        let listener = TcpListener::bind(addr).map_err(at(": cannot listen"))?;
+        let local = listener.local_addr().map_err(at(""))?;
+        listener.set_nonblocking(true).map_err(at(""))?;
         let text = Arc::new(Mutex::new(String::from("# jetdetect: no statistics yet\n")));
         let stop = Arc::new(AtomicBool::new(false));
         let (t, s) = (text.clone(), stop.clone());
@@ -73,7 +84,7 @@ impl MetricsServer {
                     }
                 }
             })
-            .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+            .map_err(|source| MetricsError { context: "cannot start the metrics thread".into(), source })?;
         log::info!("metrics on http://{local}/metrics");
         Ok(MetricsServer { text, stop, thread: Some(thread), addr: local })
     }
@@ -170,7 +181,7 @@ impl MetricsOutput {
 
 impl crate::pipeline::publish::Output for MetricsOutput {
     fn open(&mut self) -> crate::error::Result<()> {
-        self.server = Some(MetricsServer::start(&self.addr).map_err(crate::error::Error::Other)?);
+        self.server = Some(MetricsServer::start(&self.addr)?);
         Ok(())
     }
 

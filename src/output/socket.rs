@@ -396,8 +396,7 @@ impl SocketOutput {
 
 impl Output for SocketOutput {
     fn open(&mut self) -> crate::error::Result<()> {
-        let server = SocketServer::bind(&self.path, self.group.as_deref(), self.max_unsent)
-            .map_err(|e| crate::error::Error::Other(format!("[output] socket: {e}")))?;
+        let server = SocketServer::bind(&self.path, self.group.as_deref(), self.max_unsent)?;
         log::info!("publishing on {}", server.path().display());
         self.server = Some(server);
         Ok(())

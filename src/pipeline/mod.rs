@@ -265,9 +265,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     // Before anything else: put back clocks an unclean exit left changed, then
     // apply the profile. Dropping the session (any return below) restores them.
     let power = match options.clocks {
-        ClockControl::Daemon => {
-            PowerSession::start(&config.power).map_err(|e| Error::Other(format!("[power]: {e}")))?
-        }
+        ClockControl::Daemon => PowerSession::start(&config.power)?,
         ClockControl::Service => PowerSession::observe(&config.power),
     };
     let telemetry = Arc::new(Mutex::new(Telemetry::default()));
@@ -289,7 +287,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
                     }
                 }
             })
-            .map_err(|e| Error::Other(format!("cannot start the telemetry thread: {e}")))?
+            .map_err(|e| Error::io("cannot start the telemetry thread", e))?
     };
     let src = source::open_with(&config.source.uri, &config.source.controls)?;
     log::info!("source: {}", src.describe());
@@ -342,7 +340,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
                 let _guard = PanicGuard { stage: "capture", slot: slot.clone(), stop: stop.clone() };
                 capture_loop(src, slot, shared, stop)
             })
-            .map_err(|e| Error::Other(format!("cannot start the capture thread: {e}")))?
+            .map_err(|e| Error::io("cannot start the capture thread", e))?
     };
     let inference = {
         let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
@@ -352,7 +350,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
                 let _guard = PanicGuard { stage: "inference", slot: slot.clone(), stop };
                 inference_loop(detector, slot, report_tx, recycle_rx, shared)
             })
-            .map_err(|e| Error::Other(format!("cannot start the inference thread: {e}")))?
+            .map_err(|e| Error::io("cannot start the inference thread", e))?
     };
 
     publisher.ready(&started);
