@@ -41,6 +41,22 @@ pub struct StageTimes {
     pub decode: Duration,
 }
 
+/// The DLA cores and SoC of the board at `root` (`[power] root`), as `power` finds them, for
+/// the engine.
+pub fn dla_board(root: &std::path::Path) -> engine::DlaBoard {
+    use crate::power::board::Soc;
+    let soc = match crate::power::Board::detect(root).soc {
+        Some(Soc::T194) => Some(engine::dla::Soc::Xavier),
+        Some(Soc::T234) => Some(engine::dla::Soc::Orin),
+        _ => None,
+    };
+    engine::DlaBoard {
+        soc,
+        cores: crate::power::dla_cores(root),
+        searched: root.join("sys/devices/platform"),
+    }
+}
+
 /// A YOLO detector: preprocessing, an engine and a decoder, with their buffers.
 pub struct Detector {
     engine: Box<dyn Engine>,
@@ -62,7 +78,7 @@ impl Detector {
             providers: e.providers.clone(),
             threads: e.threads,
             tensorrt: e.tensorrt.clone(),
-            board_root: config.power.root.clone(),
+            dla: dla_board(&config.power.root),
         };
         let engine = engine::open(config.engine.kind, &config.model.path, &options)?;
         let names = match &config.model.names {
@@ -254,4 +270,23 @@ fn build_stage(
     );
     let stage = engine.input_stage(&g.onnx, &g.input_shape, device)?;
     Ok(DeviceStage { geometry, letterbox: g.letterbox, stage })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dla_board_is_what_power_finds_under_the_root() {
+        use crate::engine::dla::Soc;
+        let board =
+            |b: &str| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(b);
+        assert_eq!(dla_board(&board("agx-orin-jp6")).soc, Some(Soc::Orin));
+        assert_eq!(dla_board(&board("xavier-nx-10w")).soc, Some(Soc::Xavier));
+        assert_eq!(dla_board(&board("nano-jp4")).soc, None);
+        assert_eq!(dla_board(&board("no-such-board")).soc, None);
+        let cores = |b: &str| dla_board(&board(b)).cores;
+        assert_eq!((cores("agx-orin-jp7"), cores("orin-nx-10w"), cores("orin-nano-7w")), (2, 1, 0));
+        assert_eq!(dla_board(&board("nano-jp4")).searched, board("nano-jp4/sys/devices/platform"));
+    }
 }

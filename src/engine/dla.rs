@@ -96,19 +96,6 @@ pub enum Soc {
     Orin,
 }
 
-impl Soc {
-    /// The SoC of the board whose root is `root`, from `proc/device-tree/compatible`
-    /// (`nvidia,tegra194` Xavier, `nvidia,tegra234` Orin); `None` for other SoCs (no DLA).
-    pub fn detect(root: &std::path::Path) -> Option<Soc> {
-        let compatible = std::fs::read(root.join("proc/device-tree/compatible")).ok()?;
-        compatible.split(|&b| b == 0).find_map(|entry| match entry {
-            b"nvidia,tegra194" => Some(Soc::Xavier),
-            b"nvidia,tegra234" => Some(Soc::Orin),
-            _ => None,
-        })
-    }
-}
-
 /// Largest C, H or W a DLA tensor may have.
 pub const MAX_DIM: i64 = 8192;
 
@@ -369,15 +356,5 @@ mod tests {
         assert!(TensorRt::parse("10.7.0").unwrap().has_dla());
         assert!(!TensorRt::parse("10.13.3").unwrap().has_dla());
         assert!(!TensorRt::parse("7.1.3").unwrap().has_dla());
-    }
-
-    #[test]
-    fn the_soc_is_read_from_the_device_tree() {
-        let board =
-            |b: &str| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(b);
-        assert_eq!(Soc::detect(&board("agx-orin-jp6")), Some(Soc::Orin));
-        assert_eq!(Soc::detect(&board("xavier-nx-10w")), Some(Soc::Xavier));
-        assert_eq!(Soc::detect(&board("nano-jp4")), None);
-        assert_eq!(Soc::detect(&board("no-such-board")), None);
     }
 }

@@ -84,9 +84,28 @@ pub struct EngineOptions {
     pub threads: usize,
     /// TensorRT provider options.
     pub tensorrt: onnxruntime::TensorRtOptions,
-    /// The directory standing for `/` in board queries (the SoC, its DLA cores): `[power] root`,
-    /// so a fixture or an image of a board answers as the board would.
-    pub board_root: std::path::PathBuf,
+    /// The board's DLA cores and SoC, as `power` found them under `[power] root`.
+    pub dla: DlaBoard,
+}
+
+/// What an engine needs to know of the board to use its DLA: how many cores, and which SoC
+/// (the layer table differs). `power` finds them (the detector fills this in); engines read
+/// no board files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DlaBoard {
+    /// The SoC, when it has a DLA (Xavier, Orin).
+    pub soc: Option<dla::Soc>,
+    /// DLA cores found.
+    pub cores: usize,
+    /// Where they were looked for, for messages.
+    pub searched: std::path::PathBuf,
+}
+
+impl Default for DlaBoard {
+    /// No DLA (nothing was looked up).
+    fn default() -> Self {
+        DlaBoard { soc: None, cores: 0, searched: std::path::PathBuf::from("/sys/devices/platform") }
+    }
 }
 
 impl Default for EngineOptions {
@@ -97,7 +116,7 @@ impl Default for EngineOptions {
             providers: Provider::ALL.to_vec(),
             threads: 0,
             tensorrt: onnxruntime::TensorRtOptions::default(),
-            board_root: std::path::PathBuf::from("/"),
+            dla: DlaBoard::default(),
         }
     }
 }

@@ -358,3 +358,24 @@ impl Discovered {
         v
     }
 }
+
+/// DLA engines on this board: host1x client nodes named `*.nvdla<N>` under
+/// `<root>/sys/devices/platform` (Xavier, AGX Orin and Orin NX 16GB have two,
+/// Orin NX 8GB one; Nano, TX2 and Orin Nano none).
+pub fn dla_cores(root: &Path) -> usize {
+    fn walk(dir: &Path, depth: usize, found: &mut std::collections::BTreeSet<u32>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if let Some(n) = name.rsplit_once(".nvdla").and_then(|(_, n)| n.parse::<u32>().ok()) {
+                found.insert(n);
+            } else if depth > 0 && e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), depth - 1, found);
+            }
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    walk(&root.join("sys/devices/platform"), 3, &mut found);
+    found.len()
+}

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 pub use apply::{apply, engage, Applied, Engaged, Failure};
 pub use board::Board;
-pub use discover::Discovered;
+pub use discover::{dla_cores, Discovered};
 pub use profile::{plan, Kind, OnFailure, Plan, PowerConfig, Profile, Write};
 pub use session::{ClockControl, PowerSession};
 pub use state::StateFile;

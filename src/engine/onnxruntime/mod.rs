@@ -21,7 +21,7 @@ use ort::session::Session;
 use ort::value::{Tensor, TensorRef, ValueType};
 use ort::AsPointer;
 
-use super::{dla, trt_log, Engine, EngineError, EngineOptions, InputStage, Provider, StageDevice};
+use super::{dla, trt_log, DlaBoard, Engine, EngineError, EngineOptions, InputStage, Provider, StageDevice};
 
 // `unsafe` lives in `ffi` alone; anywhere else in this engine it does not compile.
 #[allow(unsafe_code)]
@@ -136,7 +136,7 @@ fn session_builder(
     tensorrt_options: &TensorRtOptions,
     key: &str,
     threads: usize,
-    board_root: &Path,
+    dla_board: &DlaBoard,
 ) -> Result<(ort::session::builder::SessionBuilder, Vec<Provider>), EngineError> {
     let err = |what: &str, e: &dyn std::fmt::Display| {
         EngineError::Model(format!("{}: {what}: {e}", library.display()))
@@ -157,7 +157,7 @@ fn session_builder(
                 }
                 if let Some(core) = tensorrt_options.dla_core {
                     // Asked for explicitly: refuse rather than let TensorRT quietly use the GPU.
-                    check_dla(core, trt.as_deref(), board_root).map_err(EngineError::Model)?;
+                    check_dla(core, trt.as_deref(), dla_board).map_err(EngineError::Model)?;
                 }
                 let versions = cache_versions(trt.as_deref(), library);
                 let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
@@ -224,7 +224,7 @@ impl OrtEngine {
             &options.tensorrt,
             &key,
             options.threads,
-            &options.board_root,
+            &options.dla,
         )?;
         // Session creation builds the TensorRT engine (or loads it from the cache); the first run sizes the output.
         let started = std::time::Instant::now();

@@ -68,7 +68,7 @@ pub(super) fn build_stage(
             expect_dla_placement(
                 onnx,
                 engine.runtime.get("tensorrt").map(String::as_str),
-                &engine.options.board_root,
+                &engine.options.dla,
             );
         }
         StageDevice::Gpu => {
@@ -91,7 +91,7 @@ pub(super) fn build_stage(
         &trt,
         &key,
         engine.options.threads,
-        &engine.options.board_root,
+        &engine.options.dla,
     )?;
     // The stage runs just before the engine: threads spinning on after it would take
     // the CPU from the engine's own (measured: +4 ms per frame on 2 cores).

@@ -150,30 +150,9 @@ impl From<TensorRtOptions> for TensorRtToml {
     }
 }
 
-/// DLA engines on this board: host1x client nodes named `*.nvdla<N>` under
-/// `<root>/sys/devices/platform` (Xavier, AGX Orin and Orin NX 16GB have two,
-/// Orin NX 8GB one; Nano, TX2 and Orin Nano none).
-pub fn dla_cores(root: &Path) -> usize {
-    fn walk(dir: &Path, depth: usize, found: &mut std::collections::BTreeSet<u32>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if let Some(n) = name.rsplit_once(".nvdla").and_then(|(_, n)| n.parse::<u32>().ok()) {
-                found.insert(n);
-            } else if depth > 0 && e.file_type().is_ok_and(|t| t.is_dir()) {
-                walk(&e.path(), depth - 1, found);
-            }
-        }
-    }
-    let mut found = std::collections::BTreeSet::new();
-    walk(&root.join("sys/devices/platform"), 3, &mut found);
-    found.len()
-}
-
 /// Checks that DLA core `core` can be used: TensorRT 10.7 was the last
 /// release with DLA, and the board must have the core.
-pub fn check_dla(core: u32, tensorrt: Option<&str>, root: &Path) -> Result<(), String> {
+pub fn check_dla(core: u32, tensorrt: Option<&str>, board: &DlaBoard) -> Result<(), String> {
     if let Some(v) = tensorrt {
         let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
@@ -185,14 +164,14 @@ pub fn check_dla(core: u32, tensorrt: Option<&str>, root: &Path) -> Result<(), S
             ));
         }
     }
-    let n = dla_cores(root);
+    let n = board.cores;
     if core as usize >= n {
         return Err(if n == 0 {
             format!(
                 "DLA core {core} was asked for, but this board has no DLA (none under {}): DLA exists on \
                  Jetson Xavier and Orin AGX/NX, not on Nano, TX2 or Orin Nano; remove [engine.tensorrt] \
                  dla_core and use [preprocess] device = \"gpu\"",
-                root.join("sys/devices/platform").display()
+                board.searched.display()
             )
         } else {
             let valid = if n == 1 {
@@ -285,7 +264,7 @@ pub(super) fn cache_prefix(key: &str, precision: PrecisionName, device: &str, ve
 
 /// Logs where TensorRT should put the layers of the DLA form of the preprocessing graph on this
 /// board and TensorRT, by [`dla::place`], and warns of any DLA-stage layer it would not run there.
-pub(super) fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>, board_root: &Path) {
+pub(super) fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>, board: &DlaBoard) {
     use prost::Message;
     let Some(trt) = tensorrt.and_then(dla::TensorRt::parse) else {
         log::info!(
@@ -293,7 +272,7 @@ pub(super) fn expect_dla_placement(onnx: &[u8], tensorrt: Option<&str>, board_ro
         );
         return;
     };
-    let soc = dla::Soc::detect(board_root).unwrap_or(dla::Soc::Orin);
+    let soc = board.soc.unwrap_or(dla::Soc::Orin);
     let Ok(model) = tract_onnx::pb::ModelProto::decode(onnx) else { return };
     let placed = dla::place(&model, trt, soc);
     let on_dla = placed.iter().filter(|n| n.placement == dla::Placement::Dla).count();
@@ -362,8 +341,10 @@ mod tests {
 
     #[test]
     fn dla_is_checked_against_the_board_and_the_tensorrt_version() {
-        let board =
+        let root =
             |name: &str| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jetson").join(name);
+        let board = |name: &str| crate::detector::dla_board(&root(name));
+        let dla_cores = |b: &DlaBoard| b.cores;
         for b in ["xavier-nx-jp5", "agx-orin-jp6"] {
             assert_eq!(dla_cores(&board(b)), 2, "{b}");
             check_dla(0, Some("10.3.0"), &board(b)).unwrap();
