@@ -82,7 +82,7 @@ impl Detector {
         };
         let engine = engine::open(config.engine.kind, &config.model.path, &options)?;
         let names = match &config.model.names {
-            Some(p) => Some(ClassNames::from_file(p).map_err(Error::Model)?),
+            Some(p) => Some(ClassNames::from_file(p)?),
             None => None,
         };
         let decode = DecodeOptions {

@@ -29,6 +29,9 @@ pub enum Error {
     /// A model whose output or class names do not fit a YOLO detector.
     #[error("model error: {0}")]
     Model(String),
+    /// A class names file that cannot be used.
+    #[error("model error: {0}")]
+    Names(#[from] crate::yolo::names::NamesError),
     /// The clock profile could not be applied (`[power] on_failure = "exit"`), or put back.
     #[error("[power]: {0}")]
     Power(#[from] PowerError),

@@ -12,11 +12,30 @@ pub struct ClassNames {
     pub origin: String,
 }
 
+/// Why a names file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NamesError {
+    /// The file could not be read.
+    #[error("{}: cannot read class names: {source}", path.display())]
+    Read {
+        /// The names file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file names no class.
+    #[error("{}: no class names in the file (one name per line)", path.display())]
+    Empty {
+        /// The names file.
+        path: std::path::PathBuf,
+    },
+}
+
 impl ClassNames {
     /// Reads a names file: one name per line; blank lines and `#` comments are skipped.
-    pub fn from_file(path: &Path) -> Result<ClassNames, String> {
+    pub fn from_file(path: &Path) -> Result<ClassNames, NamesError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read class names: {e}", path.display()))?;
+            .map_err(|source| NamesError::Read { path: path.to_path_buf(), source })?;
         let names: Vec<String> = text
             .lines()
             .map(str::trim)
@@ -24,7 +43,7 @@ impl ClassNames {
             .map(String::from)
             .collect();
         if names.is_empty() {
-            return Err(format!("{}: no class names in the file (one name per line)", path.display()));
+            return Err(NamesError::Empty { path: path.to_path_buf() });
         }
         Ok(ClassNames { names, origin: path.display().to_string() })
     }
@@ -97,9 +116,9 @@ mod tests {
         let n = ClassNames::from_file(&p).unwrap();
         assert_eq!((n.len(), n.name(1).as_ref()), (3, "ball"));
         std::fs::write(&p, "\n# nothing\n").unwrap();
-        assert!(ClassNames::from_file(&p).unwrap_err().contains("no class names"));
-        assert!(ClassNames::from_file(Path::new("/nonexistent/x.names"))
-            .unwrap_err()
-            .contains("cannot read"));
+        assert!(ClassNames::from_file(&p).unwrap_err().to_string().contains("no class names"));
+        let e = ClassNames::from_file(Path::new("/nonexistent/x.names")).unwrap_err();
+        assert!(e.to_string().contains("cannot read"));
+        assert!(std::error::Error::source(&e).is_some(), "the io::Error is kept");
     }
 }
