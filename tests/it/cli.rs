@@ -288,3 +288,29 @@ fn bench_runs_the_pipeline_for_two_configs_and_plots_them() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg") && text.contains("latency distribution"), "{text}");
 }
+
+#[test]
+fn echo_into_a_pipe_that_closes_stops_printing_and_the_daemon_runs_on() {
+    use std::io::BufRead;
+    let socket = tmp("echo.sock");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["run", "--config", "configs/demo.toml", "--echo", "--socket"])
+        .arg(&socket)
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.starts_with('#') && first.contains("e2e"), "{first}");
+    drop(out); // the reader goes away, as `| head -1` does
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "the daemon must run on");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("--echo: stdout") && !err.contains("panicked"), "{err}");
+}
