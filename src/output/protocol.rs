@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::clock::{mono_ns, ms_between};
 use crate::frame::GroundTruth;
+use crate::pipeline::publish::Interval;
 pub use crate::pipeline::report::{FrameCounters, FrameReport, SourceState};
 use crate::power::telemetry::Telemetry;
 use crate::stats::{LatencyStats, Percentiles, Stage};
@@ -174,26 +175,6 @@ struct StatsMessage<'a> {
     latency_ms: LatencyTable<'a>,
 }
 
-/// Everything a `stats` message reports.
-pub struct StatsInput<'a> {
-    /// Seconds since the daemon was ready.
-    pub uptime_s: f64,
-    /// Seconds the interval figures cover.
-    pub interval_s: f64,
-    /// Counters since start.
-    pub totals: FrameCounters,
-    /// Counters over the interval (for the rates).
-    pub interval: FrameCounters,
-    /// Connected clients.
-    pub clients: usize,
-    /// The source's health.
-    pub source: &'a SourceState,
-    /// Latency histograms over the interval.
-    pub latency: &'a LatencyStats,
-    /// The board's latest telemetry sample.
-    pub telemetry: &'a Telemetry,
-}
-
 #[derive(Serialize)]
 struct Fps {
     capture: f64,
@@ -238,9 +219,9 @@ pub fn write_image(
     out.push(b'\n');
 }
 
-/// Appends a `stats` message: counters since start, rates and percentiles over
-/// the interval, the source's health, and a newline.
-pub fn write_stats(out: &mut Vec<u8>, s: &StatsInput) {
+/// Appends a `stats` message for interval `s` (the publisher's figures): counters since
+/// start, rates and percentiles over the interval, the source's health, and a newline.
+pub fn write_stats(out: &mut Vec<u8>, s: &Interval<'_>) {
     let rate = |n: u64| if s.interval_s > 0.0 { round3(n as f64 / s.interval_s) } else { 0.0 };
     let msg = StatsMessage {
         r#type: "stats",
@@ -248,7 +229,7 @@ pub fn write_stats(out: &mut Vec<u8>, s: &StatsInput) {
         uptime_s: round3(s.uptime_s),
         interval_s: round3(s.interval_s),
         frames: s.totals,
-        fps: Fps { capture: rate(s.interval.captured), processed: rate(s.interval.processed) },
+        fps: Fps { capture: rate(s.delta.captured), processed: rate(s.delta.processed) },
         clients: s.clients,
         source: s.source,
         telemetry: s.telemetry,

@@ -17,7 +17,7 @@ use crate::pipeline::publish::{Health, Interval, Output, Started};
 use crate::pipeline::report::FrameReport;
 use crate::yolo::ClassNames;
 
-use super::protocol::{self, StatsInput};
+use super::protocol;
 
 /// Why the socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -377,19 +377,7 @@ impl SocketOutput {
     fn stats(&mut self, iv: &Interval<'_>) {
         let Some(server) = &mut self.server else { return };
         self.line.clear();
-        protocol::write_stats(
-            &mut self.line,
-            &StatsInput {
-                uptime_s: iv.uptime_s,
-                interval_s: iv.interval_s,
-                totals: iv.totals,
-                interval: iv.delta,
-                clients: iv.clients,
-                source: iv.source,
-                latency: iv.latency,
-                telemetry: iv.telemetry,
-            },
-        );
+        protocol::write_stats(&mut self.line, iv);
         server.broadcast(&self.line);
     }
 }
