@@ -253,14 +253,14 @@ fn link_inside(dir: &Path, path: &Path) -> Option<PathBuf> {
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        Config::load_with(path, |_| Ok(()))
+        Config::load_with(path, |_| Ok::<(), std::convert::Infallible>(()))
     }
 
     /// Reads a config file, lets `adjust` change it (command-line flags over the file's
     /// values; its error is reported against the file), then validates the result once.
-    pub fn load_with(
+    pub fn load_with<E: fmt::Display>(
         path: &Path,
-        adjust: impl FnOnce(&mut Config) -> Result<(), String>,
+        adjust: impl FnOnce(&mut Config) -> Result<(), E>,
     ) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: path.to_path_buf(),
@@ -268,10 +268,10 @@ impl Config {
             message: format!("cannot read the config file: {e}"),
         })?;
         let mut config = Config::read(&text, path)?;
-        adjust(&mut config).map_err(|message| ConfigError {
+        adjust(&mut config).map_err(|e| ConfigError {
             file: path.to_path_buf(),
             line: None,
-            message,
+            message: e.to_string(),
         })?;
         config.validate(&text, path)?;
         config.check_links(path, &text)?;
@@ -280,15 +280,15 @@ impl Config {
 
     /// The defaults changed by `adjust` (command-line flags without a config file), validated;
     /// errors name `<command line>`.
-    pub fn defaults_with(
-        adjust: impl FnOnce(&mut Config) -> Result<(), String>,
+    pub fn defaults_with<E: fmt::Display>(
+        adjust: impl FnOnce(&mut Config) -> Result<(), E>,
     ) -> Result<Config, ConfigError> {
         let path = Path::new("<command line>");
         let mut config = Config::default();
-        adjust(&mut config).map_err(|message| ConfigError {
+        adjust(&mut config).map_err(|e| ConfigError {
             file: path.to_path_buf(),
             line: None,
-            message,
+            message: e.to_string(),
         })?;
         config.validate("", path)?;
         Ok(config)
@@ -512,7 +512,7 @@ impl Config {
             }
         }
         crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
-        let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m))?;
+        let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m.to_string()))?;
         if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
             return Err(err(
                 "source",

@@ -130,17 +130,16 @@ impl Detector {
         options: DecodeOptions,
     ) -> Result<Detector> {
         let layout = Layout::detect(engine.output_shape(), layout)
-            .map_err(|e| Error::Model(format!("{}: {e}", engine.describe())))?;
+            .map_err(|source| Error::Layout { model: engine.describe(), source })?;
         let classes = layout.classes();
         let names = match names {
             Some(n) if n.len() != classes => {
-                return Err(Error::Model(format!(
-                    "{} lists {} class names but the model ({}, {layout}) predicts {classes} classes: \
-                     use the names file that belongs to this model",
-                    n.origin,
-                    n.len(),
-                    engine.describe()
-                )))
+                return Err(Error::ClassCount {
+                    names: n.origin.clone(),
+                    listed: n.len(),
+                    model: engine.describe(),
+                    layout,
+                })
             }
             Some(n) => n,
             None => match engine.metadata().get("names").and_then(|m| ClassNames::from_metadata(m)) {
@@ -166,7 +165,7 @@ impl Detector {
         let lb = match &mut self.preprocessing {
             Preprocessing::Host(p) => p.run(frame, w, h, self.engine.input_mut())?,
             Preprocessing::Device { device, stages } => {
-                frame.check_len().map_err(PreprocessError::BadFrame)?;
+                frame.check_len().map_err(PreprocessError::from)?;
                 let geometry = (frame.format, frame.width, frame.height);
                 let i = match stages.iter().position(|s| s.geometry == geometry) {
                     Some(i) => i,
@@ -262,8 +261,7 @@ fn build_stage(
     let g = match device {
         StageDevice::Dla => graph::build_dla(format, w, h, dst_w, dst_h, graph::Precision::Half),
         _ => graph::build(format, w, h, dst_w, dst_h),
-    }
-    .map_err(Error::Model)?;
+    }?;
     log::info!(
         "preprocessing on {device}: compiling the graph for {w}x{h} {format} -> {dst_w}x{dst_h} \
          (a TensorRT build takes a while the first time; later starts use the engine cache)"

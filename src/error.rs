@@ -20,15 +20,42 @@ pub enum Error {
     /// A frame source problem.
     #[error("source error: {0}")]
     Source(#[from] SourceError),
+    /// `probe-camera` found no camera to list.
+    #[error("{0}")]
+    Probe(#[from] crate::source::v4l2::ProbeError),
     /// A model or engine problem.
     #[error("model error: {0}")]
     Engine(#[from] EngineError),
     /// A frame that could not be preprocessed.
     #[error("preprocess error: {0}")]
     Preprocess(#[from] PreprocessError),
-    /// A model whose output or class names do not fit a YOLO detector.
+    /// A model whose output is not a YOLO detection output.
+    #[error("model error: {model}: {source}")]
+    Layout {
+        /// The model, as the engine describes it.
+        model: String,
+        /// What its output shape is not.
+        source: crate::yolo::LayoutError,
+    },
+    /// A class names file whose length is not the model's class count.
+    #[error(
+        "model error: {names} lists {listed} class names but the model ({model}, {layout}) predicts {} classes: \
+         use the names file that belongs to this model",
+        layout.classes()
+    )]
+    ClassCount {
+        /// Where the names came from.
+        names: String,
+        /// How many it lists.
+        listed: usize,
+        /// The model, as the engine describes it.
+        model: String,
+        /// Its layout.
+        layout: crate::yolo::Layout,
+    },
+    /// No preprocessing graph for the camera's frames on the accelerator.
     #[error("model error: {0}")]
-    Model(String),
+    Graph(#[from] crate::preprocess::graph::GraphError),
     /// A class names file that cannot be used.
     #[error("model error: {0}")]
     Names(#[from] crate::yolo::names::NamesError),
@@ -41,6 +68,23 @@ pub enum Error {
     /// The metrics endpoint could not be set up.
     #[error("{0}")]
     Metrics(#[from] MetricsError),
+    /// `jetdetect clocks` could not read, write or restore a clock.
+    #[error("{0}")]
+    Clocks(#[source] PowerError),
+    /// A pipeline thread panicked; the clocks were restored before this was returned.
+    #[error(
+        "{message}; clocks were restored; exiting with an error so that the service manager restarts jetdetect"
+    )]
+    Panicked {
+        /// Which thread, and its panic message.
+        message: String,
+    },
+    /// `jetdetect eval` on a source without ground truth.
+    #[error("{uri}: the source has no ground truth to score against")]
+    NoGroundTruth {
+        /// The source.
+        uri: String,
+    },
     /// The daemon's socket did not answer (`jetdetect watch`).
     #[error(
         "{}: cannot connect: {source} (is the daemon running? `systemctl status jetdetect`, or give --socket / --config)",
@@ -99,5 +143,32 @@ mod tests {
         assert!(e.source().is_some());
         let e = Error::from(PowerError("a clock file refused".into()));
         assert_eq!(e.to_string(), "[power]: a clock file refused");
+
+        // A model that cannot be read keeps the io::Error; one that is not ONNX keeps tract's.
+        let options = crate::engine::EngineOptions::default();
+        let missing = std::path::Path::new("/nonexistent-jd/model.onnx");
+        let e = Error::from(crate::engine::tract::TractEngine::load(missing, &options).err().unwrap());
+        let m = e.to_string();
+        assert!(m.starts_with("model error: /nonexistent-jd/model.onnx: cannot read the model: "), "{m}");
+        let io = e.source().and_then(|s| s.source()).and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(|e| e.kind()), Some(ErrorKind::NotFound), "{e:?}");
+        let junk = std::env::temp_dir().join(format!("jd-error-{}.onnx", std::process::id()));
+        std::fs::write(&junk, b"not a model").unwrap();
+        let e = crate::engine::tract::TractEngine::load(&junk, &options).err().unwrap();
+        std::fs::remove_file(&junk).unwrap();
+        assert!(matches!(e, crate::engine::EngineError::Tract { .. }), "{e:?}");
+        assert!(e.to_string().contains("not a valid ONNX model"), "{e}");
+        assert!(e.source().is_some());
+
+        // Words that name nothing are typed, and read as before.
+        let e = "tensorrtt".parse::<crate::engine::Provider>().unwrap_err();
+        assert_eq!(e.word, "tensorrtt");
+        assert_eq!(
+            e.to_string(),
+            "[engine] providers: 'tensorrtt' is not a provider: use tensorrt, cuda, cpu"
+        );
+        let e = crate::source::SourceUri::parse("synthetic://?width=%zz").unwrap_err();
+        assert!(e.source().is_some(), "the escape error is kept");
+        assert_eq!(e.to_string(), "'synthetic://?width=%zz': bad percent escape at byte 0 in '%zz'");
     }
 }

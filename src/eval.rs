@@ -43,7 +43,7 @@ pub fn score(config: &Config, uri: &str, frames: u64, match_iou: f32) -> Result<
         n += 1;
     }
     if counts.tp + counts.fn_ == 0 {
-        return Err(Error::Other(format!("{uri}: the source has no ground truth to score against")));
+        return Err(Error::NoGroundTruth { uri: uri.to_string() });
     }
     let mean = |v: f64| (v / n.max(1) as f64 * 1000.0).round() / 1000.0;
     Ok(Score { frames: n, counts, mean_ms: ms.map(mean) })

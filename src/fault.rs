@@ -52,16 +52,24 @@ static ANY: AtomicBool = AtomicBool::new(false);
 static FAULTS: RwLock<Vec<Fault>> = RwLock::new(Vec::new());
 static FROM_ENV: Once = Once::new();
 
+/// A `JETDETECT_FAULT` entry that names no fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{spec}': {why} (use panic:<{}>@<frame> or sysfs-write:<{}>@<path>)",
+    STAGES.join("|"),
+    ERRNOS.map(|(n, _)| n).join("|")
+)]
+pub struct BadFault {
+    /// The entry.
+    pub spec: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
 impl Fault {
     /// Parses one fault (`panic:inference@20`, `sysfs-write:EBUSY@/sys/...`).
-    pub fn parse(spec: &str) -> Result<Fault, String> {
-        let bad = |why: &str| {
-            format!(
-                "'{spec}': {why} (use panic:<{}>@<frame> or sysfs-write:<{}>@<path>)",
-                STAGES.join("|"),
-                ERRNOS.map(|(n, _)| n).join("|")
-            )
-        };
+    pub fn parse(spec: &str) -> Result<Fault, BadFault> {
+        let bad = |why: &'static str| BadFault { spec: spec.to_string(), why };
         let (kind, rest) = spec.split_once(':').ok_or_else(|| bad("no ':'"))?;
         let (what, at) = rest.split_once('@').ok_or_else(|| bad("no '@'"))?;
         match kind {
@@ -172,7 +180,7 @@ mod tests {
         for bad in
             ["panic:decode@3", "panic:capture@0", "sysfs-write:EPERM@/x", "sysfs-write:EIO@", "oops", "x:y@z"]
         {
-            let e = Fault::parse(bad).unwrap_err();
+            let e = Fault::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad) && e.contains("panic:<capture|inference|publish>@<frame>"), "{e}");
         }
     }

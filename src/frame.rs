@@ -75,7 +75,7 @@ impl fmt::Display for PixelFormat {
 }
 
 impl FromStr for PixelFormat {
-    type Err = String;
+    type Err = crate::named::UnknownName;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
@@ -88,11 +88,48 @@ impl FromStr for PixelFormat {
             "bgr24" | "bgr" | "bgr3" => PixelFormat::Bgr24,
             _ => {
                 let names: Vec<&str> = Self::ALL.iter().map(|f| f.name()).collect();
-                return Err(format!("unknown pixel format '{s}': use one of {}", names.join(", ")));
+                let allowed = format!("one of {}", names.join(", "));
+                return Err(crate::named::UnknownName::new("unknown pixel format ", s, "", allowed));
             }
         };
         Ok(found)
     }
+}
+
+/// A frame whose data does not fit its geometry and format.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The data is longer or shorter than the geometry needs.
+    #[error("{label}: a {width}x{height} {format} frame needs {need} bytes, got {got}")]
+    Length {
+        /// The frame's label (file or device).
+        label: String,
+        /// Width in pixels.
+        width: u32,
+        /// Height in pixels.
+        height: u32,
+        /// The pixel format.
+        format: PixelFormat,
+        /// Bytes needed.
+        need: usize,
+        /// Bytes given.
+        got: usize,
+    },
+    /// A size the format's chroma subsampling cannot have.
+    #[error(
+        "{label}: {width}x{height} is not a valid size for {format} \
+         (4:2:2 needs an even width, 4:2:0 even width and height)"
+    )]
+    Size {
+        /// The frame's label.
+        label: String,
+        /// Width in pixels.
+        width: u32,
+        /// Height in pixels.
+        height: u32,
+        /// The pixel format.
+        format: PixelFormat,
+    },
 }
 
 /// One object's true position in a rendered frame.
@@ -152,22 +189,15 @@ impl Frame {
     }
 
     /// Checks that `data` has exactly the length the geometry and format need.
-    pub fn check_len(&self) -> Result<(), String> {
+    pub fn check_len(&self) -> Result<(), FrameError> {
+        let (width, height, format) = (self.width, self.height, self.format);
+        let label = || self.label.clone();
         match self.format.frame_len(self.width, self.height) {
             Some(n) if n == self.data.len() => Ok(()),
-            Some(n) => Err(format!(
-                "{}: a {}x{} {} frame needs {} bytes, got {}",
-                self.label,
-                self.width,
-                self.height,
-                self.format,
-                n,
-                self.data.len()
-            )),
-            None => Err(format!(
-                "{}: {}x{} is not a valid size for {} (4:2:2 needs an even width, 4:2:0 even width and height)",
-                self.label, self.width, self.height, self.format
-            )),
+            Some(need) => {
+                Err(FrameError::Length { label: label(), width, height, format, need, got: self.data.len() })
+            }
+            None => Err(FrameError::Size { label: label(), width, height, format }),
         }
     }
 }
@@ -269,7 +299,7 @@ mod tests {
         for f in PixelFormat::ALL {
             assert_eq!(f.name().parse::<PixelFormat>().unwrap(), f);
         }
-        let err = "mjpg".parse::<PixelFormat>().unwrap_err();
+        let err = "mjpg".parse::<PixelFormat>().unwrap_err().to_string();
         assert!(err.contains("yuyv, uyvy, nv12, grey, rgb24, bgr24"), "{err}");
     }
 

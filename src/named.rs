@@ -73,3 +73,30 @@ macro_rules! named_enum {
         }
     };
 }
+
+/// A word that names none of an enum's values: the message gives the key and the words
+/// that are allowed, e.g. `[engine] providers: 'tensorrtt' is not a provider: use tensorrt, cuda, cpu`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{context}'{word}'{what}: use {allowed}")]
+pub struct UnknownName {
+    /// Where the word was given, as the message starts: `[engine] kind: `.
+    pub context: &'static str,
+    /// The word as given.
+    pub word: String,
+    /// What the word is not, as the message goes on: ` is not a provider`, or empty.
+    pub what: &'static str,
+    /// The words that are allowed, as the message ends.
+    pub allowed: String,
+}
+
+impl UnknownName {
+    /// `word`, given for `context`, is not `what`; `allowed` lists the words that are.
+    pub fn new(
+        context: &'static str,
+        word: &str,
+        what: &'static str,
+        allowed: impl Into<String>,
+    ) -> UnknownName {
+        UnknownName { context, word: word.to_string(), what, allowed: allowed.into() }
+    }
+}

@@ -69,7 +69,7 @@ pub fn run(action: Action) -> Result<bool, Error> {
     if let Some(s) = &args.state_file {
         cfg.state_file = s.clone();
     }
-    let perr = |e: power::PowerError| Error::Other(e.0);
+    let perr = Error::Clocks;
     if !cfg.root.is_dir() {
         return Err(Error::Other(format!(
             "--root {}: not a directory (it stands for /)",

@@ -16,7 +16,7 @@ pub mod watch;
 use std::path::PathBuf;
 
 use jetdetect::config::Config;
-use jetdetect::engine::onnxruntime::{Precision, PrecisionName};
+use jetdetect::engine::onnxruntime::{NoCalibrationTable, Precision, PrecisionName};
 use jetdetect::engine::{EngineKind, Provider};
 use jetdetect::yolo::LayoutHint;
 use jetdetect::Error;
@@ -93,7 +93,7 @@ impl ModelArgs {
     }
 
     /// Puts the flags given over `config`'s values.
-    fn apply(&self, config: &mut Config) -> Result<(), String> {
+    fn apply(&self, config: &mut Config) -> Result<(), NoCalibrationTable> {
         if let Some(m) = &self.model {
             config.model.path = m.clone();
         }

@@ -13,7 +13,7 @@ pub struct Args {
 
 /// Prints what [`jetdetect::source::v4l2::probe`] finds.
 pub fn run(args: Args) -> Result<bool, Error> {
-    let text = jetdetect::source::v4l2::probe(args.device.as_deref()).map_err(Error::Other)?;
+    let text = jetdetect::source::v4l2::probe(args.device.as_deref())?;
     print!("{text}");
     Ok(true)
 }

@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
         if let Some(s) = socket {
             c.output.socket = s;
         }
-        Ok(())
+        Ok::<(), std::convert::Infallible>(())
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;

@@ -11,7 +11,7 @@
 //! one `tensor: <scale as 8 hex digits of an IEEE-754 float>` line per tensor.
 //! Anything else is refused with what it looks like and how to make the right one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The calibrators TensorRT writes caches for.
 const CALIBRATORS: [&str; 4] =
@@ -33,12 +33,47 @@ const HOW: &str = "write one with TensorRT's calibrator (e.g. `polygraphy conver
     --data-loader-script loader.py --calibration-cache FILE`, or an IInt8EntropyCalibrator2), or use \
     precision = \"fp16\"";
 
+/// A calibration table that cannot be used; every message names the file and says how to make one.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    /// The file cannot be read.
+    #[error("{}: cannot read the INT8 calibration table: {source}", path.display())]
+    Read {
+        /// The table.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is something else (what it looks like is `what`).
+    #[error("{}: {what}, not TensorRT's calibration cache: {HOW}", path.display())]
+    NotTensorRt {
+        /// The table.
+        path: PathBuf,
+        /// What it looks like.
+        what: String,
+    },
+    /// A line after the header is not `tensor: scale`.
+    #[error(
+        "{}:{line}: '{text}' is not a 'tensor: scale' line of a TensorRT calibration cache \
+         (the scale as 8 hexadecimal digits): the file is damaged; {HOW}",
+        path.display()
+    )]
+    Line {
+        /// The table.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The line, trimmed.
+        text: String,
+    },
+}
+
 /// Reads and checks the table at `path` (named in every error).
-pub fn read(path: &Path) -> Result<CalibrationTable, String> {
-    let shown = path.display();
+pub fn read(path: &Path) -> Result<CalibrationTable, CalibrationError> {
     let bytes =
-        std::fs::read(path).map_err(|e| format!("{shown}: cannot read the INT8 calibration table: {e}"))?;
-    let refuse = |what: &str| format!("{shown}: {what}, not TensorRT's calibration cache: {HOW}");
+        std::fs::read(path).map_err(|source| CalibrationError::Read { path: path.to_path_buf(), source })?;
+    let refuse =
+        |what: &str| CalibrationError::NotTensorRt { path: path.to_path_buf(), what: what.to_string() };
     if bytes.is_empty() {
         return Err(refuse("the file is empty"));
     }
@@ -90,12 +125,11 @@ pub fn read(path: &Path) -> Result<CalibrationTable, String> {
                 tensors += 1
             }
             _ => {
-                return Err(format!(
-                    "{shown}:{}: '{}' is not a 'tensor: scale' line of a TensorRT calibration cache \
-                     (the scale as 8 hexadecimal digits): the file is damaged; {HOW}",
-                    n + 1,
-                    line.trim()
-                ))
+                return Err(CalibrationError::Line {
+                    path: path.to_path_buf(),
+                    line: n + 1,
+                    text: line.trim().into(),
+                })
             }
         }
     }
@@ -112,7 +146,7 @@ mod tests {
     fn table(name: &str, bytes: &[u8]) -> Result<CalibrationTable, String> {
         let p = std::env::temp_dir().join(format!("jd-calib-{}-{name}", std::process::id()));
         std::fs::write(&p, bytes).unwrap();
-        let r = read(&p);
+        let r = read(&p).map_err(|e| e.to_string());
         std::fs::remove_file(&p).unwrap();
         r
     }
@@ -160,6 +194,6 @@ mod tests {
                 );
             }
         }
-        assert!(read(Path::new("/nonexistent/calib.cache")).unwrap_err().contains("cannot read"));
+        assert!(read(Path::new("/nonexistent/calib.cache")).unwrap_err().to_string().contains("cannot read"));
     }
 }

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::str::FromStr;
 
+use crate::named::UnknownName;
+
 named_enum! {
     /// `[engine] kind` and `--engine`: what runs the model.
     pub enum EngineKind {
@@ -29,10 +31,10 @@ named_enum! {
 }
 
 impl FromStr for EngineKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Self::from_name(s).ok_or_else(|| {
-            format!("[engine] kind: '{s}' is not an engine of this build: use {}", Self::names(", "))
+            UnknownName::new("[engine] kind: ", s, " is not an engine of this build", Self::names(", "))
         })
     }
 }
@@ -50,10 +52,11 @@ named_enum! {
 }
 
 impl FromStr for Provider {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::from_name(s)
-            .ok_or_else(|| format!("[engine] providers: '{s}' is not a provider: use {}", Self::names(", ")))
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        Self::from_name(s).ok_or_else(|| {
+            UnknownName::new("[engine] providers: ", s, " is not a provider", Self::names(", "))
+        })
     }
 }
 
@@ -61,8 +64,36 @@ impl FromStr for Provider {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// The model file could not be read.
+    #[error("{}: cannot read the model: {source} (check [model] path in the config or --model)", path.display())]
+    Read {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// ONNX Runtime refused: `context` names the model or library and what was being done.
+    #[error("{context}: {source}")]
+    Ort {
+        /// What was being done, with the file.
+        context: String,
+        /// ONNX Runtime's error.
+        source: ort::Error,
+    },
+    /// tract refused: `context` names the model and what was being done.
+    #[error("{context}: {source:#}")]
+    Tract {
+        /// What was being done, with the file.
+        context: String,
+        /// tract's error, with its causes.
+        #[source]
+        source: tract_onnx::prelude::TractError,
+    },
+    /// The INT8 calibration table cannot be used.
     #[error("{0}")]
-    Io(String),
+    Calibration(#[from] calibration::CalibrationError),
+    /// A DLA core that this board or TensorRT release does not have.
+    #[error("{0}")]
+    Dla(#[from] onnxruntime::DlaUnavailable),
     /// The file is not a usable model (corrupt, unsupported operators, wrong inputs).
     #[error("{0}")]
     Model(String),

@@ -25,8 +25,8 @@ pub struct TractEngine {
     label: String,
 }
 
-fn model_err(path: &Path, what: &str, e: impl std::fmt::Display) -> EngineError {
-    EngineError::Model(format!("{}: {what}: {e:#}", path.display()))
+fn model_err(path: &Path, what: &str, source: TractError) -> EngineError {
+    EngineError::Tract { context: format!("{}: {what}", path.display()), source }
 }
 
 impl TractEngine {
@@ -35,12 +35,7 @@ impl TractEngine {
     /// The model must take one image input (`[1, 3, H, W]`, any of them symbolic)
     /// and its first output is the one returned by [`Engine::run`].
     pub fn load(path: &Path, options: &EngineOptions) -> Result<TractEngine, EngineError> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            EngineError::Io(format!(
-                "{}: cannot read the model: {e} (check [model] path in the config or --model)",
-                path.display()
-            ))
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| EngineError::Read { path: path.into(), source })?;
         let onnx = tract_onnx::onnx();
         let mut model = onnx.model_for_read(&mut bytes.as_slice()).map_err(|e| {
             model_err(path, "not a valid ONNX model (corrupt, truncated, or another format?)", e)
@@ -132,7 +127,7 @@ impl Engine for TractEngine {
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
-        let run_err = |e: TractError| EngineError::Run(format!("{}: {e:#}", self.label));
+        let run_err = |source: TractError| EngineError::Tract { context: self.label.clone(), source };
         // The run state drops its reference to the input at the end of each run,
         // so the tensor is ours again here and is refilled in place.
         match Arc::get_mut(&mut self.input_tensor) {

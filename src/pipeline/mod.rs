@@ -416,9 +416,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     }
     drop(power);
     if let Some(p) = panicked {
-        return Err(Error::Other(format!(
-            "{p}; clocks were restored; exiting with an error so that the service manager restarts jetdetect"
-        )));
+        return Err(Error::Panicked { message: p });
     }
     Ok(RunSummary { frames, reason, seconds, latency: total, engine: engine_described, preprocessing })
 }

@@ -32,10 +32,11 @@ named_enum! {
 }
 
 impl std::str::FromStr for Profile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::from_name(s)
-            .ok_or_else(|| format!("[power] profile: '{s}' is not a profile: use {}", Self::names(", ")))
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new("[power] profile: ", s, " is not a profile", Self::names(", "))
+        })
     }
 }
 
@@ -50,10 +51,11 @@ named_enum! {
 }
 
 impl std::str::FromStr for OnFailure {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::from_name(s)
-            .ok_or_else(|| format!("[power] on_failure: '{s}' is not allowed: use {}", Self::names(" or ")))
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new("[power] on_failure: ", s, " is not allowed", Self::names(" or "))
+        })
     }
 }
 

@@ -236,7 +236,7 @@ impl Preprocessor for CpuPreprocessor {
         dst_h: u32,
         out: &mut [f32],
     ) -> Result<Letterbox, PreprocessError> {
-        frame.check_len().map_err(PreprocessError::BadFrame)?;
+        frame.check_len()?;
         let need = 3 * dst_w as usize * dst_h as usize;
         if out.len() != need {
             return Err(PreprocessError::BadOutput { got: out.len(), need, w: dst_w, h: dst_h });

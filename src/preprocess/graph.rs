@@ -58,6 +58,46 @@ pub fn input_shape(format: PixelFormat, width: u32, height: u32) -> Vec<usize> {
     }
 }
 
+/// A geometry the preprocessing graph cannot be built for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    /// A frame size the pixel format cannot have, or an empty model input.
+    #[error(
+        "no preprocessing graph for {width}x{height} {format} into {}x{}: \
+         4:2:2 needs an even width, 4:2:0 even width and height",
+        dst.0, dst.1
+    )]
+    Geometry {
+        /// The frames' format.
+        format: PixelFormat,
+        /// Frame width.
+        width: u32,
+        /// Frame height.
+        height: u32,
+        /// The model input `(width, height)`.
+        dst: (u32, u32),
+    },
+    /// A letterbox resize that no fixed DLA convolution does.
+    #[error(
+        "[preprocess] device = \"dla\": {width}x{height} frames letterboxed into {}x{} are \
+         resized to {}x{}, and that resize weighs its source pixels differently from pixel to pixel, \
+         which no fixed DLA convolution does: the DLA form needs each side to stay or shrink by a \
+         whole factor (for this model e.g. {}x{} or {}x{} frames). Use a camera mode of such a size, \
+         or [preprocess] device = \"gpu\"",
+        dst.0, dst.1, resized.0, resized.1, resized.0 * 2, resized.1 * 2, resized.0 * 3, resized.1 * 3
+    )]
+    DlaResize {
+        /// Frame width.
+        width: u32,
+        /// Frame height.
+        height: u32,
+        /// The model input `(width, height)`.
+        dst: (u32, u32),
+        /// The letterboxed picture's size inside it.
+        resized: (u32, u32),
+    },
+}
+
 /// Builds the graph turning `width` x `height` frames of `format` into a
 /// `dst_w` x `dst_h` model input.
 pub fn build(
@@ -66,12 +106,9 @@ pub fn build(
     height: u32,
     dst_w: u32,
     dst_h: u32,
-) -> Result<PreprocessGraph, String> {
+) -> Result<PreprocessGraph, GraphError> {
     if format.frame_len(width, height).is_none() || dst_w == 0 || dst_h == 0 {
-        return Err(format!(
-            "no preprocessing graph for {width}x{height} {format} into {dst_w}x{dst_h}: \
-             4:2:2 needs an even width, 4:2:0 even width and height"
-        ));
+        return Err(GraphError::Geometry { format, width, height, dst: (dst_w, dst_h) });
     }
     let lb = Letterbox::new(width, height, dst_w, dst_h);
     let mut g = Graph::default();
@@ -243,29 +280,19 @@ pub fn build_dla(
     dst_w: u32,
     dst_h: u32,
     precision: Precision,
-) -> Result<PreprocessGraph, String> {
+) -> Result<PreprocessGraph, GraphError> {
     use pb::tensor_proto::DataType;
     if format.frame_len(width, height).is_none() || dst_w == 0 || dst_h == 0 {
-        return Err(format!(
-            "no preprocessing graph for {width}x{height} {format} into {dst_w}x{dst_h}: \
-             4:2:2 needs an even width, 4:2:0 even width and height"
-        ));
+        return Err(GraphError::Geometry { format, width, height, dst: (dst_w, dst_h) });
     }
     let lb = Letterbox::new(width, height, dst_w, dst_h);
     let (Some(rows), Some(cols)) = (FixedAxis::new(height, lb.new_h), FixedAxis::new(width, lb.new_w)) else {
-        return Err(format!(
-            "[preprocess] device = \"dla\": {width}x{height} frames letterboxed into {dst_w}x{dst_h} are \
-             resized to {}x{}, and that resize weighs its source pixels differently from pixel to pixel, \
-             which no fixed DLA convolution does: the DLA form needs each side to stay or shrink by a \
-             whole factor (for this model e.g. {}x{} or {}x{} frames). Use a camera mode of such a size, \
-             or [preprocess] device = \"gpu\"",
-            lb.new_w,
-            lb.new_h,
-            lb.new_w * 2,
-            lb.new_h * 2,
-            lb.new_w * 3,
-            lb.new_h * 3,
-        ));
+        return Err(GraphError::DlaResize {
+            width,
+            height,
+            dst: (dst_w, dst_h),
+            resized: (lb.new_w, lb.new_h),
+        });
     };
     let elem = match precision {
         Precision::Half => DataType::Float16,
@@ -851,7 +878,7 @@ mod tests {
 
     #[test]
     fn geometry_the_format_cannot_have_is_refused() {
-        let e = build(PixelFormat::Nv12, 63, 48, 32, 32).unwrap_err();
+        let e = build(PixelFormat::Nv12, 63, 48, 32, 32).unwrap_err().to_string();
         assert!(e.contains("even width"), "{e}");
         assert!(build(PixelFormat::Rgb24, 64, 48, 0, 32).is_err());
     }
@@ -903,13 +930,14 @@ mod tests {
     #[test]
     fn dla_form_refuses_a_resize_no_fixed_convolution_does() {
         // 50x24 into 37x29: 37x18, weights change from column to column.
-        let e = build_dla(PixelFormat::Yuyv, 50, 24, 37, 29, Precision::Half).unwrap_err();
+        let e = build_dla(PixelFormat::Yuyv, 50, 24, 37, 29, Precision::Half).unwrap_err().to_string();
         assert!(e.contains("no fixed DLA convolution") && e.contains("device = \"gpu\""), "{e}");
         assert!(e.contains("74x36"), "names a size that works: {e}");
         // Growing does not take one weight pair either.
         assert!(build_dla(PixelFormat::Rgb24, 16, 12, 32, 32, Precision::Half).is_err());
         assert!(build_dla(PixelFormat::Nv12, 63, 48, 32, 32, Precision::Half)
             .unwrap_err()
+            .to_string()
             .contains("even width"));
     }
 

@@ -27,10 +27,15 @@ named_enum! {
 }
 
 impl std::str::FromStr for Device {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::from_name(s).ok_or_else(|| {
-            format!("[preprocess] device: '{s}' is not a device: use \"cpu\", \"gpu\" or \"dla\"")
+            crate::named::UnknownName::new(
+                "[preprocess] device: ",
+                s,
+                " is not a device",
+                r#""cpu", "gpu" or "dla""#,
+            )
         })
     }
 }
@@ -89,7 +94,7 @@ impl Letterbox {
 pub enum PreprocessError {
     /// The frame's bytes do not match its declared geometry and format.
     #[error("bad frame: {0}")]
-    BadFrame(String),
+    BadFrame(#[from] crate::frame::FrameError),
     /// The output tensor does not have the size the model input needs.
     #[error("output tensor has {got} values, the model input {w}x{h} needs {need}")]
     BadOutput {

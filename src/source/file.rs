@@ -70,13 +70,13 @@ impl FileSource {
     /// Opens a `file://` URI; see the module docs for the forms.
     pub fn open(uri: &SourceUri) -> Result<FileSource, SourceError> {
         let bad = SourceError::Config;
-        uri.check_keys(&KEYS).map_err(bad)?;
+        uri.check_keys(&KEYS)?;
         if uri.location.is_empty() {
             return Err(bad(format!("{}: no path: write file://PATH", uri.text)));
         }
         let path = PathBuf::from(&uri.location);
-        let fps = uri.get_in("fps", 0.0f64, 0.0, 1000.0).map_err(bad)?;
-        let looping = uri.get("loop", false).map_err(bad)?;
+        let fps = uri.get_in("fps", 0.0f64, 0.0, 1000.0)?;
+        let looping = uri.get("loop", false)?;
         let meta = std::fs::metadata(&path)
             .map_err(|e| SourceError::Io(format!("{}: cannot open '{}': {e}", uri.text, path.display())))?;
         let raw_keys = ["width", "height", "format"];
@@ -117,9 +117,9 @@ impl FileSource {
                     path.display()
                 )));
             }
-            let width = uri.get_in("width", 0u32, 2, 16384).map_err(bad)?;
-            let height = uri.get_in("height", 0u32, 2, 16384).map_err(bad)?;
-            let format: PixelFormat = uri.get("format", PixelFormat::Yuyv).map_err(bad)?;
+            let width = uri.get_in("width", 0u32, 2, 16384)?;
+            let height = uri.get_in("height", 0u32, 2, 16384)?;
+            let format: PixelFormat = uri.get("format", PixelFormat::Yuyv)?;
             let frame_len = format.frame_len(width, height).ok_or_else(|| {
                 bad(format!(
                     "{}: {width}x{height} is not a valid size for {format} (4:2:2 needs an even width, 4:2:0 even width and height)",

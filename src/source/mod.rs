@@ -19,12 +19,15 @@ pub mod v4l2;
 use std::collections::BTreeMap;
 
 use crate::frame::{Frame, PixelFormat};
-pub use uri::SourceUri;
+pub use uri::{SourceUri, UriError};
 
 /// Why a source could not open or deliver a frame.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    /// The URI or its parameters are wrong; the message says what is allowed.
+    /// The URI or one of its parameters is malformed or out of range.
+    #[error("{0}")]
+    Uri(#[from] UriError),
+    /// The source cannot be set up as configured; the message says what is allowed.
     #[error("{0}")]
     Config(String),
     /// Reading from the file or device failed.
@@ -100,7 +103,7 @@ pub fn open(uri: &str) -> Result<Box<dyn FrameSource>, SourceError> {
 
 /// Opens the source a URI names, with camera controls (`[source.controls]`) for V4L2.
 pub fn open_with(uri: &str, controls: &BTreeMap<String, i64>) -> Result<Box<dyn FrameSource>, SourceError> {
-    let parsed = SourceUri::parse(uri).map_err(SourceError::Config)?;
+    let parsed = SourceUri::parse(uri)?;
     if !controls.is_empty() && parsed.scheme != "v4l2" {
         return Err(SourceError::Config(format!("{uri}: [source.controls] apply to v4l2:// cameras only")));
     }

@@ -311,20 +311,20 @@ impl SyntheticSource {
     /// `fps=0` delivers frames as fast as they are asked for; `frames=0` never ends.
     pub fn open(uri: &SourceUri) -> Result<SyntheticSource, SourceError> {
         let bad = |m: String| SourceError::Config(m);
-        uri.check_keys(&KEYS).map_err(bad)?;
+        uri.check_keys(&KEYS)?;
         if !uri.location.is_empty() {
             return Err(bad(format!(
                 "{}: synthetic sources take no location, only parameters: synthetic://?width=640&height=480",
                 uri.text
             )));
         }
-        let width = uri.get_in("width", 640u32, 16, 8192).map_err(bad)?;
-        let height = uri.get_in("height", 480u32, 16, 8192).map_err(bad)?;
-        let fps = uri.get_in("fps", 30.0f64, 0.0, 1000.0).map_err(bad)?;
-        let format: PixelFormat = uri.get("format", PixelFormat::Yuyv).map_err(bad)?;
-        let seed = uri.get("seed", 1u64).map_err(bad)?;
-        let objects = uri.get_in("objects", 4usize, 0, 32).map_err(bad)?;
-        let max_frames = uri.get("frames", 0u64).map_err(bad)?;
+        let width = uri.get_in("width", 640u32, 16, 8192)?;
+        let height = uri.get_in("height", 480u32, 16, 8192)?;
+        let fps = uri.get_in("fps", 30.0f64, 0.0, 1000.0)?;
+        let format: PixelFormat = uri.get("format", PixelFormat::Yuyv)?;
+        let seed = uri.get("seed", 1u64)?;
+        let objects = uri.get_in("objects", 4usize, 0, 32)?;
+        let max_frames = uri.get("frames", 0u64)?;
         if format.frame_len(width, height).is_none() {
             return Err(bad(format!(
                 "{}: {width}x{height} is not a valid size for {format} (4:2:2 needs an even width, 4:2:0 even width and height)",

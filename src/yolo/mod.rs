@@ -70,16 +70,10 @@ impl Layout {
     /// Candidates always outnumber the per-candidate values (thousands against
     /// 5 + C), so the longer axis holds the candidates: `[1, 4 + C, N]` is
     /// YOLOv8, `[1, N, 5 + C]` is YOLOv5. `hint` forces one reading.
-    pub fn detect(shape: &[usize], hint: LayoutHint) -> Result<Layout, String> {
+    pub fn detect(shape: &[usize], hint: LayoutHint) -> Result<Layout, LayoutError> {
         let dims: Vec<usize> = match shape {
             [1, a, b] | [a, b] => vec![*a, *b],
-            _ => {
-                return Err(format!(
-                    "output shape {shape:?} is not a YOLO detection output: expected [1, N, 5+C] (YOLOv5) \
-                     or [1, 4+C, N] (YOLOv8/YOLO11); segmentation, pose and end-to-end (NMS-included) \
-                     exports are not supported"
-                ))
-            }
+            _ => return Err(LayoutError::Rank { shape: shape.to_vec() }),
         };
         let (a, b) = (dims[0], dims[1]);
         let v8 = || (a > 4).then(|| Layout::V8 { anchors: b, classes: a - 4 });
@@ -90,18 +84,39 @@ impl Layout {
             LayoutHint::Auto if b > a => v8(),
             LayoutHint::Auto => v5(),
         };
-        found.ok_or_else(|| {
-            format!(
-                "output shape {shape:?} is not a YOLO detection output{}: expected [1, N, 5+C] (YOLOv5) \
-                 or [1, 4+C, N] (YOLOv8/YOLO11) with at least one class",
-                match hint {
-                    LayoutHint::V5 => " in the YOLOv5 layout (forced by the config)",
-                    LayoutHint::V8 => " in the YOLOv8 layout (forced by the config)",
-                    LayoutHint::Auto => "",
-                }
-            )
-        })
+        found.ok_or_else(|| LayoutError::NoClasses { shape: shape.to_vec(), hint })
     }
+}
+
+/// An output shape that is not a YOLO detection output.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// Not `[1, a, b]` or `[a, b]`.
+    #[error(
+        "output shape {shape:?} is not a YOLO detection output: expected [1, N, 5+C] (YOLOv5) \
+         or [1, 4+C, N] (YOLOv8/YOLO11); segmentation, pose and end-to-end (NMS-included) \
+         exports are not supported"
+    )]
+    Rank {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// The right rank, but no room for a class in the layout read (or forced).
+    #[error(
+        "output shape {shape:?} is not a YOLO detection output{}: expected [1, N, 5+C] (YOLOv5) \
+         or [1, 4+C, N] (YOLOv8/YOLO11) with at least one class",
+        match hint {
+            LayoutHint::V5 => " in the YOLOv5 layout (forced by the config)",
+            LayoutHint::V8 => " in the YOLOv8 layout (forced by the config)",
+            LayoutHint::Auto => "",
+        }
+    )]
+    NoClasses {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The layout asked for.
+        hint: LayoutHint,
+    },
 }
 
 impl fmt::Display for Layout {
@@ -177,7 +192,7 @@ mod tests {
     #[test]
     fn non_yolo_shapes_are_rejected_with_the_expected_forms() {
         for shape in [&[1usize, 1000][..], &[1, 3, 80, 80], &[2, 84, 8400], &[1, 4, 10]] {
-            let e = Layout::detect(shape, LayoutHint::Auto).unwrap_err();
+            let e = Layout::detect(shape, LayoutHint::Auto).unwrap_err().to_string();
             assert!(e.contains("[1, 4+C, N]"), "{shape:?}: {e}");
         }
         assert!(Layout::detect(&[1, 300, 6], LayoutHint::Auto).is_ok(), "v5 with one class");

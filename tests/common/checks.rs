@@ -44,7 +44,7 @@ pub fn mjpeg_frame(frame: &Frame, expect: (u32, u32)) -> Result<(), String> {
             frame.width, frame.height, frame.format, expect.0, expect.1
         ));
     }
-    frame.check_len()
+    frame.check_len().map_err(|e| e.to_string())
 }
 
 /// A raw frame file of `len` bytes, opened as `file://{path}?width=&height=&format=`:

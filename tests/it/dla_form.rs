@@ -109,6 +109,6 @@ fn detections_through_the_fp16_dla_form_are_the_cpu_paths() {
 #[test]
 fn a_frame_size_the_dla_form_cannot_take_is_an_error_naming_one_it_can() {
     // 640x480 into 256x256 shrinks by 2.5.
-    let e = build_dla(PixelFormat::Yuyv, 640, 480, 256, 256, Precision::Half).unwrap_err();
+    let e = build_dla(PixelFormat::Yuyv, 640, 480, 256, 256, Precision::Half).unwrap_err().to_string();
     assert!(e.contains("256x192") && e.contains("512x384") && e.contains("device = \"gpu\""), "{e}");
 }

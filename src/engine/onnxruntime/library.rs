@@ -154,7 +154,10 @@ pub(super) fn environment(library: &Path) -> Result<&'static ort::environment::E
     // ONNX Runtime's messages (and TensorRT's, which its provider relays) go to jetdetect's log.
     let env =
         builder.with_name("jetdetect").with_logger(Arc::new(super::trt_log::route)).build().map_err(|e| {
-            EngineError::Model(format!("{}: cannot initialise ONNX Runtime: {e}", library.display()))
+            EngineError::Ort {
+                context: format!("{}: cannot initialise ONNX Runtime", library.display()),
+                source: e,
+            }
         })?;
     // A custom logger starts at VERBOSE; warnings and errors are what a service logs.
     env.set_log_level(ort::logging::LogLevel::Warning);

@@ -138,12 +138,13 @@ fn session_builder(
     threads: usize,
     dla_board: &DlaBoard,
 ) -> Result<(ort::session::builder::SessionBuilder, Vec<Provider>), EngineError> {
-    let err = |what: &str, e: &dyn std::fmt::Display| {
-        EngineError::Model(format!("{}: {what}: {e}", library.display()))
+    let err = |what: &str, source: ort::Error| EngineError::Ort {
+        context: format!("{}: {what}", library.display()),
+        source,
     };
-    let mut builder = Session::builder(env).map_err(|e| err("cannot create a session", &e))?;
+    let mut builder = Session::builder(env).map_err(|e| err("cannot create a session", e))?;
     if threads > 0 {
-        builder = builder.with_intra_threads(threads).map_err(|e| err("threads", &e))?;
+        builder = builder.with_intra_threads(threads).map_err(|e| err("threads", e.into()))?;
     }
     let mut used = Vec::new();
     let mut refused = Vec::new();
@@ -157,7 +158,7 @@ fn session_builder(
                 }
                 if let Some(core) = tensorrt_options.dla_core {
                     // Asked for explicitly: refuse rather than let TensorRT quietly use the GPU.
-                    check_dla(core, trt.as_deref(), dla_board).map_err(EngineError::Model)?;
+                    check_dla(core, trt.as_deref(), dla_board)?;
                 }
                 let versions = cache_versions(trt.as_deref(), library);
                 let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
@@ -207,15 +208,11 @@ impl OrtEngine {
     pub fn load(path: &Path, options: &EngineOptions) -> Result<OrtEngine, EngineError> {
         let library = find_library(options.ort_library.as_deref())?;
         let env = environment(&library)?;
-        let bytes = std::fs::read(path).map_err(|e| {
-            EngineError::Io(format!(
-                "{}: cannot read the model: {e} (check [model] path or --model)",
-                path.display()
-            ))
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| EngineError::Read { path: path.into(), source })?;
         let key = model_key(&bytes);
-        let model_err = |what: &str, e: &dyn std::fmt::Display| {
-            EngineError::Model(format!("{}: {what}: {e}", path.display()))
+        let model_err = |what: &str, source: ort::Error| EngineError::Ort {
+            context: format!("{}: {what}", path.display()),
+            source,
         };
         let (mut builder, used) = session_builder(
             env,
@@ -235,7 +232,7 @@ impl OrtEngine {
         );
         let progress = Progress::start(path.display().to_string());
         let mut session = builder.commit_from_memory(&bytes).map_err(|e| {
-            model_err("ONNX Runtime cannot load this model (corrupt, or an engine build failure)", &e)
+            model_err("ONNX Runtime cannot load this model (corrupt, or an engine build failure)", e)
         })?;
         if session.inputs().len() != 1 {
             return Err(EngineError::Model(format!(
@@ -277,27 +274,27 @@ impl OrtEngine {
         let input_buf = vec![0f32; input_shape.iter().product()];
         let output_shape: Vec<usize> = {
             let t = TensorRef::from_array_view((input_shape, &input_buf[..]))
-                .map_err(|e| model_err("input", &e))?;
+                .map_err(|e| model_err("input", e))?;
             let out = session
                 .run(ort::inputs![input_name.as_str() => t])
-                .map_err(|e| model_err("the first run failed", &e))?;
+                .map_err(|e| model_err("the first run failed", e))?;
             let (shape, _) =
-                out[0].try_extract_tensor::<f32>().map_err(|e| model_err("the output is not f32", &e))?;
+                out[0].try_extract_tensor::<f32>().map_err(|e| model_err("the output is not f32", e))?;
             shape.iter().map(|&d| d as usize).collect()
         };
         drop(progress);
         log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
         // Input and output bound once to tensors allocated here: each run reuses them.
-        let input =
-            Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", &e))?;
+        let input = Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", e))?;
         let mut output = Tensor::<f32>::new(&Allocator::default(), output_shape.clone())
-            .map_err(|e| model_err("output tensor", &e))?;
+            .map_err(|e| model_err("output tensor", e))?;
         let output_name = session.outputs()[0].name().to_string();
-        let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", &e))?;
-        binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", &e))?;
-        binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", &e))?;
-        let input_cname =
-            CString::new(input_name.as_str()).map_err(|_| model_err("input name", &"contains a NUL byte"))?;
+        let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", e))?;
+        binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", e))?;
+        binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", e))?;
+        let input_cname = CString::new(input_name.as_str()).map_err(|_| {
+            EngineError::Model(format!("{}: input name: contains a NUL byte", path.display()))
+        })?;
         let label = format!(
             "onnxruntime {} [{}] ({})",
             ort_version(&library),

@@ -48,8 +48,9 @@ pub(super) fn build_stage(
     input_shape: &[usize],
     device: StageDevice,
 ) -> Result<Box<dyn InputStage>, EngineError> {
-    let err = |what: &str, e: &dyn std::fmt::Display| {
-        EngineError::Model(format!("preprocessing graph ({device}): {what}: {e}"))
+    let err = |what: &str, source: ort::Error| EngineError::Ort {
+        context: format!("preprocessing graph ({device}): {what}"),
+        source,
     };
     let mut trt = engine.options.tensorrt.clone();
     match device {
@@ -95,7 +96,7 @@ pub(super) fn build_stage(
     )?;
     // The stage runs just before the engine: threads spinning on after it would take
     // the CPU from the engine's own (measured: +4 ms per frame on 2 cores).
-    let mut builder = builder.with_intra_op_spinning(false).map_err(|e| err("session options", &e))?;
+    let mut builder = builder.with_intra_op_spinning(false).map_err(|e| err("session options", e.into()))?;
     let started = std::time::Instant::now();
     let progress = Progress::start(format!("preprocessing graph ({device})"));
     let dla = device == StageDevice::Dla && used[0] == Provider::TensorRt;
@@ -110,7 +111,7 @@ pub(super) fn build_stage(
         let versions = cache_versions(engine.runtime.get("tensorrt").map(String::as_str), &engine.library);
         report_dla_placement(capture.finish(), &trt, &key, &versions);
     }
-    let session = session.map_err(|e| err("ONNX Runtime cannot build it (an engine build failure?)", &e))?;
+    let session = session.map_err(|e| err("ONNX Runtime cannot build it (an engine build failure?)", e))?;
     let (Some(input), Some(output)) = (session.inputs().first(), session.outputs().first()) else {
         return Err(EngineError::Model("preprocessing graph: needs one input and one output".into()));
     };
@@ -118,27 +119,27 @@ pub(super) fn build_stage(
     // The engine's input moves to its device once; every stage writes there.
     if engine.stage_input.is_none() {
         let tensor = if engine.on_gpu {
-            let memory = gpu_memory().map_err(|e| err("GPU memory", &e))?;
-            let alloc = Allocator::new(&engine.session, memory).map_err(|e| err("GPU allocator", &e))?;
+            let memory = gpu_memory().map_err(|e| err("GPU memory", e))?;
+            let alloc = Allocator::new(&engine.session, memory).map_err(|e| err("GPU allocator", e))?;
             Tensor::<f32>::new(&alloc, engine.input_shape)
         } else {
             Tensor::<f32>::new(&Allocator::default(), engine.input_shape)
         }
-        .map_err(|e| err("the engine's input on its device", &e))?;
+        .map_err(|e| err("the engine's input on its device", e))?;
         engine
             .binding
             .bind_input(engine.input_name.as_str(), &tensor)
-            .map_err(|e| err("binding the engine's input", &e))?;
+            .map_err(|e| err("binding the engine's input", e))?;
         engine.stage_input = Some(tensor);
     }
-    let host = Tensor::<u8>::new(&Allocator::default(), input_shape.to_vec())
-        .map_err(|e| err("input tensor", &e))?;
-    let mut binding = session.create_binding().map_err(|e| err("I/O binding", &e))?;
-    binding.bind_input(input_name.as_str(), &host).map_err(|e| err("binding the frame", &e))?;
+    let host =
+        Tensor::<u8>::new(&Allocator::default(), input_shape.to_vec()).map_err(|e| err("input tensor", e))?;
+    let mut binding = session.create_binding().map_err(|e| err("I/O binding", e))?;
+    binding.bind_input(input_name.as_str(), &host).map_err(|e| err("binding the frame", e))?;
     let shared = engine.stage_input.as_mut().expect("created above");
-    binding.bind_output(output_name, shared).map_err(|e| {
-        err(&format!("binding the output to the engine's input {:?}", engine.input_shape), &e)
-    })?;
+    binding
+        .bind_output(output_name, shared)
+        .map_err(|e| err(&format!("binding the output to the engine's input {:?}", engine.input_shape), e))?;
     let mut stage = OrtStage {
         on_gpu: used[0] != Provider::Cpu,
         label: format!(
@@ -154,8 +155,9 @@ pub(super) fn build_stage(
         ),
         session,
         binding,
-        input_cname: CString::new(input_name.as_str())
-            .map_err(|_| err("input name", &"contains a NUL byte"))?,
+        input_cname: CString::new(input_name.as_str()).map_err(|_| {
+            EngineError::Model(format!("preprocessing graph ({device}): input name: contains a NUL byte"))
+        })?,
         input: host,
         len: input_shape.iter().product(),
     };

@@ -17,10 +17,11 @@ named_enum! {
 }
 
 impl std::str::FromStr for PrecisionName {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::from_name(s)
-            .ok_or_else(|| format!("[engine.tensorrt] precision: '{s}': use fp16, fp32 or int8"))
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new("[engine.tensorrt] precision: ", s, "", "fp16, fp32 or int8")
+        })
     }
 }
 
@@ -50,19 +51,19 @@ impl Precision {
 
     /// `precision = name` with `int8_calibration_table = table`; INT8 needs the table (a table
     /// given with another precision is not used).
-    pub fn new(name: PrecisionName, table: Option<PathBuf>) -> Result<Precision, String> {
+    pub fn new(name: PrecisionName, table: Option<PathBuf>) -> Result<Precision, NoCalibrationTable> {
         Ok(match name {
             PrecisionName::Fp16 => Precision::Fp16,
             PrecisionName::Fp32 => Precision::Fp32,
-            PrecisionName::Int8 => Precision::Int8 {
-                table: table.ok_or_else(|| {
-                    "[engine.tensorrt] int8_calibration_table: precision = \"int8\" needs a calibration table"
-                        .to_string()
-                })?,
-            },
+            PrecisionName::Int8 => Precision::Int8 { table: table.ok_or(NoCalibrationTable)? },
         })
     }
 }
+
+/// `precision = "int8"` without `int8_calibration_table`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("[engine.tensorrt] int8_calibration_table: precision = \"int8\" needs a calibration table")]
+pub struct NoCalibrationTable;
 
 /// `[engine.tensorrt]`: TensorRT execution provider options.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -119,8 +120,8 @@ impl Default for TensorRtToml {
 }
 
 impl TryFrom<TensorRtToml> for TensorRtOptions {
-    type Error = String;
-    fn try_from(t: TensorRtToml) -> Result<Self, String> {
+    type Error = NoCalibrationTable;
+    fn try_from(t: TensorRtToml) -> Result<Self, NoCalibrationTable> {
         Ok(TensorRtOptions {
             precision: Precision::new(t.precision, t.int8_calibration_table)?,
             dla_core: t.dla_core,
@@ -152,37 +153,60 @@ impl From<TensorRtOptions> for TensorRtToml {
 
 /// Checks that DLA core `core` can be used: TensorRT 10.7 was the last
 /// release with DLA, and the board must have the core.
-pub fn check_dla(core: u32, tensorrt: Option<&str>, board: &DlaBoard) -> Result<(), String> {
+pub fn check_dla(core: u32, tensorrt: Option<&str>, board: &DlaBoard) -> Result<(), DlaUnavailable> {
     if let Some(v) = tensorrt {
         let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         if (major, minor) > (10, 7) {
-            return Err(format!(
-                "DLA core {core} was asked for, but TensorRT {v} has no DLA support (10.7 was the last \
-                 release with it; JetPack 4.6-6.x ship 8.2-10.3): remove [engine.tensorrt] dla_core and use \
-                 [preprocess] device = \"gpu\""
-            ));
+            return Err(DlaUnavailable::TensorRt { core, tensorrt: v.into() });
         }
     }
-    let n = board.cores;
-    if core as usize >= n {
-        return Err(if n == 0 {
-            format!(
-                "DLA core {core} was asked for, but this board has no DLA (none under {}): DLA exists on \
-                 Jetson Xavier and Orin AGX/NX, not on Nano, TX2 or Orin Nano; remove [engine.tensorrt] \
-                 dla_core and use [preprocess] device = \"gpu\"",
-                board.searched.display()
-            )
-        } else {
-            let valid = if n == 1 {
-                "1 DLA core: use 0".to_string()
-            } else {
-                format!("{n} DLA cores: use 0 to {}", n - 1)
-            };
-            format!("DLA core {core} was asked for, but this board has {valid}")
-        });
+    match board.cores {
+        0 => Err(DlaUnavailable::NoDla { core, searched: board.searched.clone() }),
+        n if core as usize >= n => Err(DlaUnavailable::NoSuchCore { core, cores: n }),
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// A DLA core that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DlaUnavailable {
+    /// TensorRT past 10.7 has no DLA.
+    #[error(
+        "DLA core {core} was asked for, but TensorRT {tensorrt} has no DLA support (10.7 was the last \
+         release with it; JetPack 4.6-6.x ship 8.2-10.3): remove [engine.tensorrt] dla_core and use \
+         [preprocess] device = \"gpu\""
+    )]
+    TensorRt {
+        /// The core asked for.
+        core: u32,
+        /// TensorRT's version.
+        tensorrt: String,
+    },
+    /// A board without DLA.
+    #[error(
+        "DLA core {core} was asked for, but this board has no DLA (none under {}): DLA exists on \
+         Jetson Xavier and Orin AGX/NX, not on Nano, TX2 or Orin Nano; remove [engine.tensorrt] \
+         dla_core and use [preprocess] device = \"gpu\"",
+        searched.display()
+    )]
+    NoDla {
+        /// The core asked for.
+        core: u32,
+        /// Where the cores were looked for.
+        searched: PathBuf,
+    },
+    /// A core number past the board's last.
+    #[error(
+        "DLA core {core} was asked for, but this board has {}",
+        if *cores == 1 { "1 DLA core: use 0".to_string() } else { format!("{cores} DLA cores: use 0 to {}", cores - 1) }
+    )]
+    NoSuchCore {
+        /// The core asked for.
+        core: u32,
+        /// How many the board has.
+        cores: usize,
+    },
 }
 
 /// The TensorRT provider with `opts`; `key` names the model (its hash) and the
@@ -204,7 +228,7 @@ pub(super) fn tensorrt(
         Precision::Int8 { table } => {
             // TensorRT's own cache format: without the native flag ONNX Runtime would parse it as its
             // FlatBuffers table. Checked here, so a wrong file fails at start, not at the engine build.
-            let t = crate::engine::calibration::read(table).map_err(EngineError::Model)?;
+            let t = crate::engine::calibration::read(table)?;
             log::info!(
                 "INT8 calibration table {}: TensorRT {} {}, {} tensors",
                 table.display(),
@@ -349,20 +373,20 @@ mod tests {
             assert_eq!(dla_cores(&board(b)), 2, "{b}");
             check_dla(0, Some("10.3.0"), &board(b)).unwrap();
             check_dla(1, Some("8.5.2"), &board(b)).unwrap();
-            let e = check_dla(2, Some("8.5.2"), &board(b)).unwrap_err();
+            let e = check_dla(2, Some("8.5.2"), &board(b)).unwrap_err().to_string();
             assert!(e.contains("has 2 DLA cores: use 0 to 1"), "{e}");
         }
         let one = board("orin-nx-10w"); // Orin NX 8GB: one DLA core
         assert_eq!(dla_cores(&one), 1);
         check_dla(0, Some("8.5.2"), &one).unwrap();
-        assert!(check_dla(1, Some("8.5.2"), &one).unwrap_err().contains("has 1 DLA core: use 0"));
+        assert!(check_dla(1, Some("8.5.2"), &one).unwrap_err().to_string().contains("has 1 DLA core: use 0"));
         for b in ["nano-jp4", "orin-nano-jp6", "orin-nano-7w", "not-a-jetson"] {
             assert_eq!(dla_cores(&board(b)), 0, "{b}");
-            let e = check_dla(0, Some("10.3.0"), &board(b)).unwrap_err();
+            let e = check_dla(0, Some("10.3.0"), &board(b)).unwrap_err().to_string();
             assert!(e.contains("this board has no DLA") && e.contains("device = \"gpu\""), "{e}");
         }
         // JetPack 7 keeps the hardware but its TensorRT has no DLA.
-        let e = check_dla(0, Some("10.13.3"), &board("agx-orin-jp7")).unwrap_err();
+        let e = check_dla(0, Some("10.13.3"), &board("agx-orin-jp7")).unwrap_err().to_string();
         assert!(e.contains("TensorRT 10.13.3 has no DLA support"), "{e}");
         assert!(check_dla(0, Some("11.4"), &board("agx-orin-jp7")).is_err());
         check_dla(0, Some("10.7.0"), &board("agx-orin-jp7")).unwrap();

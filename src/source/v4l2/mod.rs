@@ -141,7 +141,7 @@ impl V4l2Source {
     /// reports [`SourceError::Unavailable`] from `next_frame` while it retries.
     pub fn open(uri: &SourceUri, controls: &BTreeMap<String, i64>) -> Result<V4l2Source, SourceError> {
         let bad = SourceError::Config;
-        uri.check_keys(&KEYS).map_err(bad)?;
+        uri.check_keys(&KEYS)?;
         let path = match uri.location.as_str() {
             "auto" | "" => None,
             p => Some(PathBuf::from(p)),
@@ -151,16 +151,16 @@ impl V4l2Source {
             Some(f) => Some(f.parse::<CameraFormat>().map_err(|e| bad(format!("{}: {e}", uri.text)))?),
         };
         let request = Request {
-            width: uri.get_in("width", 640u32, 16, 8192).map_err(bad)?,
-            height: uri.get_in("height", 480u32, 16, 8192).map_err(bad)?,
-            fps: uri.get_in("fps", 30.0f64, 0.0, 1000.0).map_err(bad)?,
+            width: uri.get_in("width", 640u32, 16, 8192)?,
+            height: uri.get_in("height", 480u32, 16, 8192)?,
+            fps: uri.get_in("fps", 30.0f64, 0.0, 1000.0)?,
             format,
         };
         let mut src = V4l2Source {
             path,
             request,
-            buffers: uri.get_in("buffers", 3u32, 2, 32).map_err(bad)?,
-            timeout: Duration::from_millis(uri.get_in("timeout_ms", 2000u64, 100, 60_000).map_err(bad)?),
+            buffers: uri.get_in("buffers", 3u32, 2, 32)?,
+            timeout: Duration::from_millis(uri.get_in("timeout_ms", 2000u64, 100, 60_000)?),
             controls: controls.clone(),
             stream: None,
             backoff: Duration::from_millis(250),
@@ -521,27 +521,54 @@ impl FrameSource for V4l2Source {
     }
 }
 
+/// Why `probe-camera` found nothing to list.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// `/dev` could not be listed.
+    #[error("/dev: {0}")]
+    Dev(#[source] std::io::Error),
+    /// No `/dev/video*` node.
+    #[error("no /dev/video* nodes: is a camera connected and its driver loaded?")]
+    NoNodes,
+    /// The node asked for cannot be opened.
+    #[error("{}: cannot open: {source}", path.display())]
+    Open {
+        /// The node.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The node asked for does not answer V4L2's capability query.
+    #[error("{}: not a V4L2 device: {source}", path.display())]
+    NotV4l2 {
+        /// The node.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Lists every V4L2 node with its capabilities, formats, sizes, rates and controls.
-pub fn probe(path: Option<&Path>) -> Result<String, String> {
+pub fn probe(path: Option<&Path>) -> Result<String, ProbeError> {
     use std::fmt::Write;
     let mut nodes: Vec<PathBuf> = match path {
         Some(p) => vec![p.to_path_buf()],
         None => std::fs::read_dir("/dev")
-            .map_err(|e| format!("/dev: {e}"))?
+            .map_err(ProbeError::Dev)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("video")))
             .collect(),
     };
     nodes.sort();
     if nodes.is_empty() {
-        return Err("no /dev/video* nodes: is a camera connected and its driver loaded?".into());
+        return Err(ProbeError::NoNodes);
     }
     let mut out = String::new();
     let single = path.is_some();
     for p in nodes {
         let d = match Device::open(&p) {
             Ok(d) => d,
-            Err(e) if single => return Err(format!("{}: cannot open: {e}", p.display())),
+            Err(source) if single => return Err(ProbeError::Open { path: p, source }),
             Err(e) => {
                 let _ = writeln!(out, "{}: cannot open: {e}", p.display());
                 continue;
@@ -549,7 +576,7 @@ pub fn probe(path: Option<&Path>) -> Result<String, String> {
         };
         let (driver, card, caps) = match d.capabilities() {
             Ok(c) => c,
-            Err(e) if single => return Err(format!("{}: not a V4L2 device: {e}", p.display())),
+            Err(source) if single => return Err(ProbeError::NotV4l2 { path: p, source }),
             Err(e) => {
                 let _ = writeln!(out, "{}: not a V4L2 device: {e}", p.display());
                 continue;

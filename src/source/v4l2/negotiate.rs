@@ -71,13 +71,14 @@ impl fmt::Display for CameraFormat {
 }
 
 impl FromStr for CameraFormat {
-    type Err = String;
+    type Err = crate::named::UnknownName;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "mjpeg" | "mjpg" | "jpeg" => Ok(CameraFormat::Mjpeg),
             other => other.parse::<PixelFormat>().map(CameraFormat::Raw).map_err(|_| {
-                format!("unknown camera format '{s}': use yuyv, uyvy, nv12, mjpeg, rgb24, bgr24 or grey")
+                let allowed = "yuyv, uyvy, nv12, mjpeg, rgb24, bgr24 or grey";
+                crate::named::UnknownName::new("unknown camera format ", s, "", allowed)
             }),
         }
     }
@@ -138,21 +139,29 @@ fn nearest_size(sizes: &[SizeOffer], w: u32, h: u32) -> Option<(u32, u32)> {
     })
 }
 
+/// A camera that offers none of the formats jetdetect reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the camera offers none of the formats jetdetect reads (YUYV, UYVY, NV12, MJPG, RGB3, BGR3, GREY); it offers: {}",
+    if offered.is_empty() { "nothing".to_string() } else { offered.join(" ") }
+)]
+pub struct NoUsableFormat {
+    /// The FOURCCs it offers.
+    pub offered: Vec<String>,
+}
+
 /// Picks a format and size from the driver's offers; the second value is the
 /// reason when it is not exactly what was asked.
-pub fn choose(req: &Request, offers: &[FormatOffer]) -> Result<(Choice, Option<String>), String> {
+pub fn choose(req: &Request, offers: &[FormatOffer]) -> Result<(Choice, Option<String>), NoUsableFormat> {
     let offered = |f: CameraFormat| offers.iter().find(|o| o.fourcc == f.fourcc());
     let mut reasons = Vec::new();
     let format = match req.format {
         Some(f) if offered(f).is_some() => f,
         wanted => {
-            let fallback = CameraFormat::PREFERENCE.into_iter().find(|f| offered(*f).is_some()).ok_or_else(|| {
-                let list: Vec<String> = offers.iter().map(|o| fourcc_str(o.fourcc)).collect();
-                format!(
-                    "the camera offers none of the formats jetdetect reads (YUYV, UYVY, NV12, MJPG, RGB3, BGR3, GREY); it offers: {}",
-                    if list.is_empty() { "nothing".into() } else { list.join(" ") }
-                )
-            })?;
+            let fallback =
+                CameraFormat::PREFERENCE.into_iter().find(|f| offered(*f).is_some()).ok_or_else(|| {
+                    NoUsableFormat { offered: offers.iter().map(|o| fourcc_str(o.fourcc)).collect() }
+                })?;
             if let Some(w) = wanted {
                 reasons.push(format!("{w} is not offered; using {fallback}"));
             }
@@ -252,8 +261,9 @@ mod tests {
     #[test]
     fn cameras_with_no_usable_format_are_named() {
         let e = choose(&req(640, 480, None), &[offer(b"Y16 ", vec![]), offer(b"H264", vec![])]).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("it offers: Y16  H264"), "{e}");
         assert_eq!(CameraFormat::from_fourcc(fourcc(b"JPEG")), Some(CameraFormat::Mjpeg));
-        assert!("h264".parse::<CameraFormat>().unwrap_err().contains("unknown camera format"));
+        assert!("h264".parse::<CameraFormat>().unwrap_err().to_string().contains("unknown camera format"));
     }
 }
