@@ -106,9 +106,17 @@ pub fn format_human(msg: &Value) -> Option<String> {
         }
         "stats" => {
             let e = &msg["latency_ms"]["end_to_end"];
+            let deadline = match &msg["deadline"] {
+                Value::Object(d) => format!(", {} past the {} ms deadline", d["missed"], d["ms"]),
+                _ => String::new(),
+            };
+            let blind = match &msg["blind"] {
+                Value::Object(b) => format!(", BLIND ({})", b["reason"].as_str().unwrap_or("?")),
+                _ => String::new(),
+            };
             Some(format!(
                 "stats: {:.1} fps processed ({:.1} captured), end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, \
-                 dropped {}, clients {}",
+                 dropped {}, clients {}{deadline}{blind}",
                 f(&msg["fps"]["processed"]),
                 f(&msg["fps"]["capture"]),
                 f(&e["p50"]),
@@ -117,6 +125,54 @@ pub fn format_human(msg: &Value) -> Option<String> {
                 f(&e["max"]),
                 msg["frames"]["dropped"],
                 msg["clients"]
+            ))
+        }
+        "hazards" if msg["blind"] == true => Some(format!(
+            "BLIND ({}): {}; newest frame {:.0} ms old{}",
+            msg["reason"].as_str().unwrap_or("?"),
+            msg["detail"].as_str().unwrap_or("?"),
+            f(&msg["frame_age_ms"]),
+            if msg["throttling"] == true { "; the board is throttling" } else { "" }
+        )),
+        "hazards" => {
+            let zones: Vec<String> = msg["zones"]
+                .as_array()?
+                .iter()
+                .map(|z| {
+                    let level = z["level"].as_str().unwrap_or("?");
+                    match (level, z["track_id"].as_u64()) {
+                        ("clear", _) | (_, None) => format!("[{level}]"),
+                        (_, Some(id)) => format!(
+                            "[{} #{id} {:.1}s]",
+                            level.to_ascii_uppercase(),
+                            z["ttc_s"].as_f64().unwrap_or(f64::NAN)
+                        ),
+                    }
+                })
+                .collect();
+            let approaching: Vec<String> = msg["obstacles"]
+                .as_array()?
+                .iter()
+                .filter(|o| o["trend"] == "approaching" && o["ttc_s"].is_number())
+                .map(|o| {
+                    let range =
+                        o["range_estimate_m"].as_f64().map(|r| format!(" ~{r:.1}m")).unwrap_or_default();
+                    format!(
+                        "{}#{} {:+.0}deg ttc {:.1}s{range}",
+                        o["class"].as_str().unwrap_or("?"),
+                        o["track_id"],
+                        f(&o["azimuth_deg"]),
+                        f(&o["ttc_s"])
+                    )
+                })
+                .collect();
+            Some(format!(
+                "#{:<6} zones {}  age {:.1} ms{}{}",
+                msg["seq"],
+                zones.join(" "),
+                f(&msg["frame_age_ms"]),
+                if approaching.is_empty() { "" } else { "  approaching: " },
+                approaching.join(", ")
             ))
         }
         "bye" => Some(format!("jetdetect stopped ({})", msg["reason"].as_str().unwrap_or("?"))),

@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
+use crate::hazard::{CameraConfig, HazardsConfig};
 use crate::power::PowerConfig;
 use crate::preprocess;
 use crate::source::SourceUri;
+use crate::stats::LatencyConfig;
 use crate::yolo::LayoutHint;
 
 /// The default source: a synthetic camera, so the daemon runs with no hardware.
@@ -42,6 +44,12 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `[power]`: clock profile, state file, telemetry.
     pub power: PowerConfig,
+    /// `[camera]`: field of view or intrinsics, and mounting.
+    pub camera: CameraConfig,
+    /// `[hazards]`: tracks, time to contact, zones.
+    pub hazards: HazardsConfig,
+    /// `[latency]`: the per-frame deadline and the freshness bound.
+    pub latency: LatencyConfig,
 }
 
 /// `[source]`
@@ -512,6 +520,22 @@ impl Config {
             }
         }
         crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
+        self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
+        self.hazards.validate().map_err(|(key, m)| {
+            // Sub-tables are their own TOML sections: `[hazards.tracking] high_score`.
+            match key.split_once('.') {
+                Some((table, k)) => {
+                    let section = format!("hazards.{table}");
+                    ConfigError {
+                        file: path.to_path_buf(),
+                        line: locate(text, &section, k),
+                        message: format!("[{section}] {k}: {m}"),
+                    }
+                }
+                None => err("hazards", &key, m),
+            }
+        })?;
+        self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
         let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m.to_string()))?;
         if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
             return Err(err(
@@ -574,7 +598,7 @@ mod tests {
         assert_eq!(e.line, Some(3), "{e}");
         assert!(e.message.contains("unknown field `confidance`"), "{e}");
         assert!(e.message.contains("confidence"), "{e}");
-        let e = parse("[camera]\nuri = 'x'\n").unwrap_err();
+        let e = parse("[kamera]\nuri = 'x'\n").unwrap_err();
         assert_eq!(e.line, Some(1), "{e}");
         assert!(e.to_string().starts_with("/etc/jetdetect/test.toml:1: "), "{e}");
     }

@@ -20,6 +20,9 @@ pub enum Error {
     /// A frame source problem.
     #[error("source error: {0}")]
     Source(#[from] SourceError),
+    /// `[hazards.classes]` names a class the model does not have.
+    #[error("config error: {0}")]
+    Hazards(#[from] crate::hazard::UnknownClass),
     /// `probe-camera` found no camera to list.
     #[error("{0}")]
     Probe(#[from] crate::source::v4l2::ProbeError),

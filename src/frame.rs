@@ -133,7 +133,7 @@ pub enum FrameError {
 }
 
 /// One object's true position in a rendered frame.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GroundTruth {
     /// Class id of the object (for `synthetic://`, an index into its class names).
     pub class_id: usize,
@@ -147,6 +147,12 @@ pub struct GroundTruth {
     pub y2: f32,
     /// Fraction of the object's pixels not hidden by objects drawn over it (0..=1).
     pub visible: f32,
+    /// Which object of the scene this is (the same object keeps its number from frame to frame).
+    #[serde(default)]
+    pub object: usize,
+    /// For an object closing in, its true time to contact in frames (at the source's rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttc_frames: Option<f32>,
 }
 
 /// One captured image.

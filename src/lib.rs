@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! source (frame) -> preprocess (letterboxed tensor) -> engine (raw output) -> yolo (detections)
+//!     -> hazard (tracks, time to contact, zones) -> pipeline::publish -> output (socket, metrics, ...)
 //! ```
 //!
 //! with [`config`] on the side. [`detector::Detector`] chains preprocess, engine
@@ -40,6 +41,7 @@ mod fault {
     }
 }
 pub mod frame;
+pub mod hazard;
 pub mod output;
 pub mod pipeline;
 pub mod power;
@@ -49,3 +51,4 @@ pub mod stats;
 pub mod yolo;
 
 pub use error::{Error, Result};
+pub use named::UnknownName;

@@ -207,3 +207,104 @@ mod tests {
         assert_eq!(s.stage(Stage::Queue), Percentiles::default());
     }
 }
+
+/// `[latency]`: the latency contract.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LatencyConfig {
+    /// A frame published later than this after its capture (milliseconds) missed its deadline;
+    /// misses are counted against the stage that took longest. 0: no deadline.
+    pub deadline_ms: f64,
+    /// No fresh frame for this long (milliseconds): the daemon is blind, and says so and why.
+    pub stale_ms: f64,
+}
+
+impl Default for LatencyConfig {
+    fn default() -> Self {
+        LatencyConfig { deadline_ms: 0.0, stale_ms: 1000.0 }
+    }
+}
+
+impl LatencyConfig {
+    /// Checks the ranges; the error names the key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(self.deadline_ms >= 0.0 && self.deadline_ms <= 60_000.0) {
+            return Err((
+                "deadline_ms",
+                format!("{} is out of range: allowed 0 (none) to 60000", self.deadline_ms),
+            ));
+        }
+        if !(self.stale_ms >= 10.0 && self.stale_ms <= 600_000.0) {
+            return Err(("stale_ms", format!("{} is out of range: allowed 10 to 600000", self.stale_ms)));
+        }
+        Ok(())
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<std::time::Duration> {
+        (self.deadline_ms > 0.0).then(|| std::time::Duration::from_secs_f64(self.deadline_ms / 1e3))
+    }
+
+    /// The freshness bound.
+    pub fn stale(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.stale_ms / 1e3)
+    }
+}
+
+/// Deadline misses, per stage: a frame that missed counts against the stage (of queue,
+/// preprocess, inference, decode and publish) that took longest for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeadlineMisses {
+    /// Misses per stage; the `EndToEnd` entry is the total.
+    pub by_stage: PerStage<u64>,
+}
+
+impl DeadlineMisses {
+    /// Counts the frame with stage times `us` (microseconds) against `deadline_us`; returns
+    /// whether it missed.
+    pub fn record(&mut self, us: &PerStage<u64>, deadline_us: u64) -> bool {
+        if us[Stage::EndToEnd] <= deadline_us {
+            return false;
+        }
+        let worst = Stage::ALL[..5].iter().copied().max_by_key(|&s| us[s]).unwrap_or(Stage::Inference);
+        self.by_stage[worst] += 1;
+        self.by_stage[Stage::EndToEnd] += 1;
+        true
+    }
+
+    /// The total.
+    pub fn total(&self) -> u64 {
+        self.by_stage[Stage::EndToEnd]
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &DeadlineMisses) {
+        for s in Stage::ALL {
+            self.by_stage[s] += other.by_stage[s];
+        }
+    }
+}
+
+#[cfg(test)]
+mod contract_tests {
+    use super::*;
+
+    #[test]
+    fn a_miss_counts_against_the_slowest_stage() {
+        let mut m = DeadlineMisses::default();
+        let frame = |q, p, i, d, pb| {
+            let mut us = PerStage([q, p, i, d, pb, 0]);
+            us[Stage::EndToEnd] = q + p + i + d + pb;
+            us
+        };
+        assert!(!m.record(&frame(1_000, 2_000, 30_000, 1_000, 500), 50_000));
+        assert!(m.record(&frame(1_000, 2_000, 60_000, 1_000, 500), 50_000));
+        assert!(m.record(&frame(40_000, 2_000, 20_000, 1_000, 500), 50_000));
+        assert_eq!((m.by_stage[Stage::Inference], m.by_stage[Stage::Queue], m.total()), (1, 1, 2));
+        assert_eq!(
+            LatencyConfig { deadline_ms: -1.0, ..Default::default() }.validate().unwrap_err().0,
+            "deadline_ms"
+        );
+        assert!(LatencyConfig::default().deadline().is_none());
+    }
+}

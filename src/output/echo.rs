@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::client;
-use crate::pipeline::publish::{Output, Started};
+use crate::pipeline::publish::{Health, Output, Started};
 use crate::pipeline::report::FrameReport;
 use crate::yolo::ClassNames;
 
@@ -18,6 +18,26 @@ pub struct Echo {
     names: Option<ClassNames>,
     line: Vec<u8>,
     closed: bool,
+    blind_said: Option<Instant>,
+}
+
+impl Echo {
+    /// Prints the message in `self.line` as `jetdetect watch` would.
+    fn print(&mut self) {
+        if self.closed {
+            return;
+        }
+        for msg in self.line.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let Some(text) = serde_json::from_slice(msg).ok().as_ref().and_then(client::format_human) else {
+                continue;
+            };
+            if let Err(e) = writeln!(std::io::stdout().lock(), "{text}") {
+                log::warn!("--echo: stdout: {e}; no more frames are printed, the daemon runs on");
+                self.closed = true;
+                return;
+            }
+        }
+    }
 }
 
 impl Output for Echo {
@@ -32,11 +52,23 @@ impl Output for Echo {
         }
         self.line.clear();
         protocol::write_detections(&mut self.line, report, names, now, dropped);
-        if let Some(text) = serde_json::from_slice(&self.line).ok().as_ref().and_then(client::format_human) {
-            if let Err(e) = writeln!(std::io::stdout().lock(), "{text}") {
-                log::warn!("--echo: stdout: {e}; no more frames are printed, the daemon runs on");
-                self.closed = true;
+        if !report.hazards.zones.is_empty() {
+            protocol::write_hazards(&mut self.line, report, names, now);
+        }
+        self.print();
+    }
+
+    fn tick(&mut self, health: &Health) {
+        match health.blind {
+            Some(b) if self.blind_said.is_none_or(|t| t.elapsed() >= health.stale) => {
+                let now = Instant::now();
+                self.line.clear();
+                protocol::write_blind(&mut self.line, b, now);
+                self.print();
+                self.blind_said = Some(now);
             }
+            Some(_) => {}
+            None => self.blind_said = None,
         }
     }
 }

@@ -12,9 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::FrameCounters;
-use crate::power::telemetry::Telemetry;
-use crate::stats::{LatencyStats, Stage};
+use crate::pipeline::publish::Interval;
+use crate::stats::{DeadlineMisses, Stage};
 
 /// The running endpoint.
 pub struct MetricsServer {
@@ -111,15 +110,11 @@ impl Drop for MetricsServer {
     }
 }
 
-/// Renders the Prometheus text format.
-pub fn render(
-    totals: FrameCounters,
-    fps: f64,
-    clients: usize,
-    interval: &LatencyStats,
-    t: &Telemetry,
-) -> String {
+/// Renders the Prometheus text format for interval `iv`; `misses` are the deadline misses since
+/// start.
+pub fn render(iv: &Interval<'_>, misses: &DeadlineMisses) -> String {
     use std::fmt::Write as _;
+    let (totals, fps, clients, interval, t) = (iv.totals, iv.fps, iv.clients, iv.latency, iv.telemetry);
     let mut s = String::with_capacity(2048);
     let _ = writeln!(s, "# HELP jetdetect_frames_total Frames by outcome since start.");
     let _ = writeln!(s, "# TYPE jetdetect_frames_total counter");
@@ -162,6 +157,28 @@ pub fn render(
     }
     let _ = writeln!(s, "# TYPE jetdetect_throttling gauge\njetdetect_throttling {}", t.throttling as u8);
     let _ = writeln!(s, "# TYPE jetdetect_clocks_pinned gauge\njetdetect_clocks_pinned {}", t.pinned as u8);
+    if iv.deadline_ms > 0.0 {
+        let _ = writeln!(s, "# HELP jetdetect_deadline_seconds [latency] deadline_ms.");
+        let _ = writeln!(
+            s,
+            "# TYPE jetdetect_deadline_seconds gauge\njetdetect_deadline_seconds {}",
+            iv.deadline_ms / 1e3
+        );
+        let _ = writeln!(
+            s,
+            "# HELP jetdetect_deadline_misses_total Frames past the deadline since start, by the stage that took longest."
+        );
+        let _ = writeln!(s, "# TYPE jetdetect_deadline_misses_total counter");
+        for stage in &Stage::ALL[..5] {
+            let _ = writeln!(
+                s,
+                "jetdetect_deadline_misses_total{{stage=\"{stage}\"}} {}",
+                misses.by_stage[*stage]
+            );
+        }
+    }
+    let _ = writeln!(s, "# HELP jetdetect_blind 1 while no fresh frame came within [latency] stale_ms.");
+    let _ = writeln!(s, "# TYPE jetdetect_blind gauge\njetdetect_blind {}", iv.blind.is_some() as u8);
     s
 }
 
@@ -170,12 +187,13 @@ pub fn render(
 pub struct MetricsOutput {
     addr: String,
     server: Option<MetricsServer>,
+    misses: DeadlineMisses,
 }
 
 impl MetricsOutput {
     /// Serves on `addr` (`[metrics] listen`) once the pipeline opens its outputs.
     pub fn new(addr: &str) -> MetricsOutput {
-        MetricsOutput { addr: addr.to_string(), server: None }
+        MetricsOutput { addr: addr.to_string(), server: None, misses: DeadlineMisses::default() }
     }
 }
 
@@ -185,9 +203,10 @@ impl crate::pipeline::publish::Output for MetricsOutput {
         Ok(())
     }
 
-    fn interval(&mut self, iv: &crate::pipeline::publish::Interval<'_>) {
+    fn interval(&mut self, iv: &Interval<'_>) {
+        self.misses.add(iv.misses);
         if let Some(server) = &self.server {
-            server.update(render(iv.totals, iv.fps, iv.clients, iv.latency, iv.telemetry));
+            server.update(render(iv, &self.misses));
         }
     }
 }
@@ -195,6 +214,9 @@ impl crate::pipeline::publish::Output for MetricsOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::report::FrameCounters;
+    use crate::power::telemetry::Telemetry;
+    use crate::stats::LatencyStats;
 
     #[test]
     fn serves_metrics_and_404s_the_rest() {
@@ -203,7 +225,30 @@ mod tests {
         stats.record([1000, 2000, 3000, 100, 50, 6150]);
         let mut t = Telemetry::default();
         t.temp_c.insert("gpu-thermal".into(), 44.5);
-        m.update(render(FrameCounters { captured: 5, ..Default::default() }, 29.5, 2, &stats, &t));
+        let mut misses = DeadlineMisses::default();
+        misses.by_stage[Stage::Inference] = 3;
+        let source = crate::pipeline::report::SourceState::default();
+        let blind = crate::pipeline::report::Blind {
+            reason: crate::pipeline::report::BlindReason::Camera,
+            detail: "gone".into(),
+            for_ms: 1500.0,
+            throttling: false,
+        };
+        let iv = Interval {
+            uptime_s: 10.0,
+            interval_s: 5.0,
+            totals: FrameCounters { captured: 5, ..Default::default() },
+            delta: FrameCounters::default(),
+            fps: 29.5,
+            clients: 2,
+            source: &source,
+            latency: &stats,
+            telemetry: &t,
+            deadline_ms: 50.0,
+            misses: &misses,
+            blind: Some(&blind),
+        };
+        m.update(render(&iv, &misses));
         let get = |path: &str| {
             let mut c = TcpStream::connect(m.local_addr()).unwrap();
             write!(c, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
@@ -219,6 +264,11 @@ mod tests {
             "{body}"
         );
         assert!(body.contains("jetdetect_temperature_celsius{zone=\"gpu-thermal\"} 44.5"), "{body}");
+        assert!(body.contains("jetdetect_deadline_misses_total{stage=\"inference\"} 3"), "{body}");
+        assert!(
+            body.contains("jetdetect_deadline_seconds 0.05") && body.contains("jetdetect_blind 1"),
+            "{body}"
+        );
         assert!(get("/").starts_with("HTTP/1.0 404"));
     }
 }

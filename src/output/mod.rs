@@ -21,7 +21,10 @@ pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
     let group = (!o.socket_group.is_empty()).then_some(o.socket_group.as_str());
     let mut outputs: Vec<Box<dyn Output>> = vec![
         Box::new(notify::NotifyOutput::from_env()),
-        Box::new(socket::SocketOutput::new(&o.socket, group, o.client_buffer_kib * 1024)),
+        Box::new(
+            socket::SocketOutput::new(&o.socket, group, o.client_buffer_kib * 1024)
+                .with_hazards(config.hazards.enabled),
+        ),
     ];
     if !config.metrics.listen.is_empty() {
         outputs.push(Box::new(metrics::MetricsOutput::new(&config.metrics.listen)));

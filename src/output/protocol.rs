@@ -27,6 +27,8 @@ fn round3(v: f64) -> f64 {
 struct Detections<'a> {
     list: &'a [Detection],
     names: &'a ClassNames,
+    /// Per detection, its track's number (0 or missing: untracked).
+    tracks: &'a [u64],
 }
 
 impl Serialize for Detections<'_> {
@@ -40,9 +42,11 @@ impl Serialize for Detections<'_> {
             y1: f32,
             x2: f32,
             y2: f32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            track_id: Option<u64>,
         }
         let mut seq = s.serialize_seq(Some(self.list.len()))?;
-        for d in self.list {
+        for (i, d) in self.list.iter().enumerate() {
             let name = self.names.name(d.class_id);
             seq.serialize_element(&One {
                 class_id: d.class_id,
@@ -52,6 +56,7 @@ impl Serialize for Detections<'_> {
                 y1: d.y1,
                 x2: d.x2,
                 y2: d.y2,
+                track_id: self.tracks.get(i).copied().filter(|&t| t != 0),
             })?;
         }
         seq.end()
@@ -115,10 +120,164 @@ pub fn write_detections(
             end_to_end: ms(r.captured, published),
         },
         dropped,
-        detections: Detections { list: &r.detections, names },
+        detections: Detections { list: &r.detections, names, tracks: &r.hazards.track_of },
         truth: &r.truth,
     };
     // Serialising plain structs into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &msg);
+    out.push(b'\n');
+}
+
+struct Obstacles<'a> {
+    report: &'a FrameReport,
+    names: &'a ClassNames,
+}
+
+impl Serialize for Obstacles<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct One<'a> {
+            track_id: u64,
+            class_id: usize,
+            class: &'a str,
+            score: f32,
+            x1: f32,
+            y1: f32,
+            x2: f32,
+            y2: f32,
+            azimuth_deg: f64,
+            elevation_deg: f64,
+            azimuth_span_deg: [f64; 2],
+            velocity_px_s: [f64; 2],
+            trend: crate::hazard::Trend,
+            ttc_s: Option<f64>,
+            ttc_confidence: f64,
+            range_estimate_m: Option<f64>,
+            level: crate::hazard::Level,
+        }
+        let r = self.report;
+        let mut seq = s.serialize_seq(Some(r.hazards.obstacles.len()))?;
+        for o in &r.hazards.obstacles {
+            let Some(d) = r.detections.get(o.detection) else { continue };
+            let name = self.names.name(d.class_id);
+            let r3 = |v: f64| round3(v);
+            seq.serialize_element(&One {
+                track_id: o.id,
+                class_id: d.class_id,
+                class: &name,
+                score: d.score,
+                x1: d.x1,
+                y1: d.y1,
+                x2: d.x2,
+                y2: d.y2,
+                azimuth_deg: r3(o.bearing.azimuth_deg),
+                elevation_deg: r3(o.bearing.elevation_deg),
+                azimuth_span_deg: [r3(o.azimuth.0), r3(o.azimuth.1)],
+                velocity_px_s: o.velocity_px_s.map(r3),
+                trend: o.ttc.trend,
+                ttc_s: o.ttc.seconds.map(r3),
+                ttc_confidence: r3(o.ttc.confidence),
+                range_estimate_m: o.range_m.map(r3),
+                level: o.level,
+            })?;
+        }
+        seq.end()
+    }
+}
+
+struct Zones<'a>(&'a [crate::hazard::Zone]);
+
+impl Serialize for Zones<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct One {
+            from_deg: f64,
+            to_deg: f64,
+            level: crate::hazard::Level,
+            track_id: Option<u64>,
+            ttc_s: Option<f64>,
+            range_estimate_m: Option<f64>,
+        }
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for z in self.0 {
+            seq.serialize_element(&One {
+                from_deg: round3(z.from_deg),
+                to_deg: round3(z.to_deg),
+                level: z.level,
+                track_id: z.track,
+                ttc_s: z.ttc_s.map(round3),
+                range_estimate_m: z.range_m.map(round3),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct HazardsMessage<'a> {
+    r#type: &'static str,
+    schema: u32,
+    seq: u64,
+    capture_mono_ns: u64,
+    publish_mono_ns: u64,
+    frame_age_ms: f64,
+    blind: bool,
+    level: crate::hazard::Level,
+    fov_deg: [f64; 2],
+    zones: Zones<'a>,
+    obstacles: Obstacles<'a>,
+}
+
+/// Appends the `hazards` message for `r` (tracks, times to contact, zones), published at
+/// `published`, and a newline. `frame_age_ms` is the frame's age at publication.
+pub fn write_hazards(out: &mut Vec<u8>, r: &FrameReport, names: &ClassNames, published: Instant) {
+    let h = &r.hazards;
+    let msg = HazardsMessage {
+        r#type: "hazards",
+        schema: SCHEMA,
+        seq: r.seq,
+        capture_mono_ns: mono_ns(r.captured),
+        publish_mono_ns: mono_ns(published),
+        frame_age_ms: round3(ms_between(r.captured, published)),
+        blind: false,
+        level: h.level(),
+        fov_deg: [round3(h.span_deg.0), round3(h.span_deg.1)],
+        zones: Zones(&h.zones),
+        obstacles: Obstacles { report: r, names },
+    };
+    let _ = serde_json::to_writer(&mut *out, &msg);
+    out.push(b'\n');
+}
+
+#[derive(Serialize)]
+struct BlindMessage<'a> {
+    r#type: &'static str,
+    schema: u32,
+    publish_mono_ns: u64,
+    blind: bool,
+    reason: crate::pipeline::report::BlindReason,
+    detail: &'a str,
+    frame_age_ms: f64,
+    throttling: bool,
+    zones: [(); 0],
+    obstacles: [(); 0],
+}
+
+/// Appends a `hazards` message saying the daemon is blind (no zones, no obstacles: nothing seen
+/// is fresh), and a newline.
+pub fn write_blind(out: &mut Vec<u8>, b: &crate::pipeline::report::Blind, now: Instant) {
+    let msg = BlindMessage {
+        r#type: "hazards",
+        schema: SCHEMA,
+        publish_mono_ns: mono_ns(now),
+        blind: true,
+        reason: b.reason,
+        detail: &b.detail,
+        frame_age_ms: b.for_ms,
+        throttling: b.throttling,
+        zones: [],
+        obstacles: [],
+    };
     let _ = serde_json::to_writer(&mut *out, &msg);
     out.push(b'\n');
 }
@@ -173,6 +332,16 @@ struct StatsMessage<'a> {
     source: &'a SourceState,
     telemetry: &'a Telemetry,
     latency_ms: LatencyTable<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deadline: Option<Deadline>,
+    blind: Option<&'a crate::pipeline::report::Blind>,
+}
+
+#[derive(Serialize)]
+struct Deadline {
+    ms: f64,
+    missed: u64,
+    by_stage: std::collections::BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -214,7 +383,7 @@ pub fn write_image(
     }
     let _ = serde_json::to_writer(
         &mut *out,
-        &Image { image, width, height, detections: Detections { list, names } },
+        &Image { image, width, height, detections: Detections { list, names, tracks: &[] } },
     );
     out.push(b'\n');
 }
@@ -234,6 +403,12 @@ pub fn write_stats(out: &mut Vec<u8>, s: &Interval<'_>) {
         source: s.source,
         telemetry: s.telemetry,
         latency_ms: LatencyTable(s.latency),
+        deadline: (s.deadline_ms > 0.0).then(|| Deadline {
+            ms: s.deadline_ms,
+            missed: s.misses.total(),
+            by_stage: Stage::ALL[..5].iter().map(|&st| (st.name(), s.misses.by_stage[st])).collect(),
+        }),
+        blind: s.blind,
     };
     let _ = serde_json::to_writer(&mut *out, &msg);
     out.push(b'\n');

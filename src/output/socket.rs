@@ -348,7 +348,9 @@ impl Drop for SocketServer {
 }
 
 /// The detections socket as an [`Output`]: `hello` to each client as it connects, a
-/// `detections` message per frame, a `stats` message per interval and at the end, then `bye`.
+/// `detections` message per frame (and, with `[hazards]`, a `hazards` message after it), a
+/// `stats` message per interval and at the end, then `bye`. While the daemon is blind, a
+/// `hazards` message saying so goes out every `[latency] stale_ms`.
 pub struct SocketOutput {
     path: PathBuf,
     group: Option<String>,
@@ -357,6 +359,8 @@ pub struct SocketOutput {
     hello: Vec<u8>,
     names: Option<ClassNames>,
     line: Vec<u8>,
+    hazards: bool,
+    blind_sent: Option<Instant>,
 }
 
 impl SocketOutput {
@@ -371,7 +375,15 @@ impl SocketOutput {
             hello: Vec::new(),
             names: None,
             line: Vec::with_capacity(64 * 1024),
+            hazards: false,
+            blind_sent: None,
         }
+    }
+
+    /// Also publishes `hazards` messages (`[hazards] enabled`).
+    pub fn with_hazards(mut self, on: bool) -> SocketOutput {
+        self.hazards = on;
+        self
     }
 
     fn stats(&mut self, iv: &Interval<'_>) {
@@ -400,13 +412,27 @@ impl Output for SocketOutput {
         let (Some(names), Some(server)) = (&self.names, &mut self.server) else { return };
         self.line.clear();
         protocol::write_detections(&mut self.line, report, names, now, dropped);
+        if self.hazards && !report.hazards.zones.is_empty() {
+            protocol::write_hazards(&mut self.line, report, names, now);
+        }
         server.broadcast(&self.line);
     }
 
-    fn tick(&mut self, _: &Health) {
+    fn tick(&mut self, health: &Health) {
         let Some(server) = &mut self.server else { return };
         if !self.hello.is_empty() {
             server.accept(&self.hello);
+        }
+        match health.blind {
+            Some(b) if self.hazards && self.blind_sent.is_none_or(|t| t.elapsed() >= health.stale) => {
+                let now = Instant::now();
+                self.line.clear();
+                protocol::write_blind(&mut self.line, b, now);
+                server.broadcast(&self.line);
+                self.blind_sent = Some(now);
+            }
+            Some(_) => {}
+            None => self.blind_sent = None,
         }
         server.flush();
     }

@@ -29,12 +29,13 @@ use crate::config::Config;
 use crate::detector::Detector;
 use crate::error::{Error, Result};
 use crate::frame::Frame;
+use crate::hazard::Hazards;
 use crate::power::telemetry::Telemetry;
 use crate::power::{ClockControl, PowerSession};
 use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, Stage};
 use publish::{Health, Output, Publisher, Started};
-use report::{FrameCounters, FrameReport, SourceState};
+use report::{Blind, BlindReason, FrameCounters, FrameReport, SourceState};
 use slot::{LatestSlot, Taken};
 
 /// How a run is started, beyond the config file.
@@ -201,6 +202,7 @@ fn capture_loop(
 
 fn inference_loop(
     mut detector: Detector,
+    mut hazards: Option<Hazards>,
     slot: Arc<LatestSlot<Frame>>,
     reports: SyncSender<FrameReport>,
     recycled: Receiver<FrameReport>,
@@ -228,8 +230,17 @@ fn inference_loop(
                 r.captured = frame.captured;
                 r.captured_wall_ns = frame.captured_wall_ns;
                 r.infer_start = start;
-                r.infer_end = Instant::now();
                 r.times = detector.times();
+                if let Some(h) = &mut hazards {
+                    // Tracking is part of decoding boxes into what the robot acts on: its time
+                    // counts in the decode stage.
+                    let t = Instant::now();
+                    h.update(&r.detections, r.captured, r.width, r.height, &mut r.hazards);
+                    r.times.decode += t.elapsed();
+                } else {
+                    r.hazards.zones.clear();
+                }
+                r.infer_end = Instant::now();
                 shared.processed.fetch_add(1, Ordering::Relaxed);
                 match reports.try_send(r) {
                     Ok(()) => {}
@@ -249,6 +260,21 @@ fn inference_loop(
         }
         slot.recycle(frame);
     }
+}
+
+/// Why the daemon is blind, `age` after its newest frame (or its start): the camera's error,
+/// frames captured since the newest published one (inference behind), or nothing at all.
+fn diagnose(age: Duration, source: &SourceState, captured_since: u64, telemetry: &Telemetry) -> Blind {
+    let ms = age.as_secs_f64() * 1e3;
+    let (reason, detail) = match (&source.error, captured_since) {
+        (Some(e), _) => (BlindReason::Camera, e.clone()),
+        (None, n) if n > 0 => (
+            BlindReason::Inference,
+            format!("{n} frames captured in {ms:.0} ms but none got through inference"),
+        ),
+        (None, _) => (BlindReason::NoFrames, format!("the source delivered no frame for {ms:.0} ms")),
+    };
+    Blind { reason, detail, for_ms: (ms * 10.0).round() / 10.0, throttling: telemetry.throttling }
 }
 
 fn source_state(shared: &Shared) -> SourceState {
@@ -324,7 +350,12 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         input: [iw, ih],
         names: detector.names().clone(),
     };
-    let mut publisher = Publisher::new(options.outputs, Duration::from_secs(config.output.stats_interval_s));
+    let hazards = match config.hazards.enabled {
+        true => Some(Hazards::new(&config.hazards, &config.camera, detector.names())?),
+        false => None,
+    };
+    let mut publisher =
+        Publisher::new(options.outputs, Duration::from_secs(config.output.stats_interval_s), config.latency);
     publisher.open()?;
 
     let slot = Arc::new(LatestSlot::<Frame>::new());
@@ -348,7 +379,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
             .name("inference".into())
             .spawn(move || {
                 let _guard = PanicGuard { stage: "inference", slot: slot.clone(), stop };
-                inference_loop(detector, slot, report_tx, recycle_rx, shared)
+                inference_loop(detector, hazards, slot, report_tx, recycle_rx, shared)
             })
             .map_err(|e| Error::io("cannot start the inference thread", e))?
     };
@@ -365,10 +396,12 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     let max_frames = options.max_frames;
     let reached = |published: u64| max_frames.is_some_and(|n| published >= n);
     let telemetry_now = || telemetry.lock().map(|t| t.clone()).unwrap_or_default();
+    let mut captured_at_newest = 0;
     loop {
         match report_rx.recv_timeout(Duration::from_millis(20)) {
             Ok(report) => {
                 publisher.frame(&report, slot.dropped());
+                captured_at_newest = shared.captured.load(Ordering::Relaxed);
                 published += 1;
                 crate::fault::stage("publish", published);
                 let _ = recycle_tx.try_send(report);
@@ -380,9 +413,16 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let since = mono_ns(Instant::now()).saturating_sub(shared.heartbeat.load(Ordering::Relaxed));
+        // Only while stale: the source's state and the telemetry are copied to say why.
+        let blind = publisher.stale_for().map(|age| {
+            let captured = shared.captured.load(Ordering::Relaxed);
+            diagnose(age, &source_state(&shared), captured - captured_at_newest, &telemetry_now())
+        });
         publisher.tick(&Health {
             since_progress: Duration::from_nanos(since),
             stopping: stop.load(Ordering::Relaxed),
+            blind: blind.as_ref(),
+            stale: config.latency.stale(),
         });
         if publisher.interval_due() {
             model_file.check();

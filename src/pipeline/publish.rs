@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::power::telemetry::Telemetry;
-use crate::stats::{LatencyStats, Percentiles, Stage};
+use crate::stats::{DeadlineMisses, LatencyConfig, LatencyStats, Percentiles, Stage};
 use crate::yolo::ClassNames;
 
-use super::report::{FrameCounters, FrameReport, SourceState};
+use super::report::{Blind, FrameCounters, FrameReport, SourceState};
 
 /// What the pipeline runs, once it is ready (the socket's `hello` message says it).
 #[derive(Clone, Debug)]
@@ -51,15 +51,25 @@ pub struct Interval<'a> {
     pub latency: &'a LatencyStats,
     /// The board's latest telemetry sample.
     pub telemetry: &'a Telemetry,
+    /// `[latency] deadline_ms` (0: none).
+    pub deadline_ms: f64,
+    /// Deadline misses over the interval (the whole run at the end), per stage.
+    pub misses: &'a DeadlineMisses,
+    /// Whether the daemon is blind now, and why.
+    pub blind: Option<&'a Blind>,
 }
 
 /// The pipeline's liveness, each turn of the publisher loop.
 #[derive(Clone, Copy, Debug)]
-pub struct Health {
+pub struct Health<'a> {
     /// Time since a stage last showed progress (a frame, or a camera retry).
     pub since_progress: Duration,
     /// A stop was asked for (signal, frame count, end of source).
     pub stopping: bool,
+    /// No fresh frame within `[latency] stale_ms`: why.
+    pub blind: Option<&'a Blind>,
+    /// `[latency] stale_ms`, for outputs that repeat a blind notice at that rate.
+    pub stale: Duration,
 }
 
 /// Something published frames and statistics go to. Every method runs on the publisher
@@ -76,7 +86,7 @@ pub trait Output: Send {
     /// One published frame, `dropped` frames displaced so far, at `now`.
     fn frame(&mut self, _report: &FrameReport, _dropped: u64, _now: Instant) {}
     /// Every turn of the publisher loop (about every 20 ms).
-    fn tick(&mut self, _health: &Health) {}
+    fn tick(&mut self, _health: &Health<'_>) {}
     /// Every stats interval.
     fn interval(&mut self, _interval: &Interval<'_>) {}
     /// The run ended for `reason`; `run` holds the whole run's figures.
@@ -96,11 +106,16 @@ pub struct Publisher {
     last_counts: FrameCounters,
     window: LatencyStats,
     total: LatencyStats,
+    contract: LatencyConfig,
+    misses: DeadlineMisses,
+    misses_total: DeadlineMisses,
+    newest: Option<Instant>,
+    blind: Option<Blind>,
 }
 
 impl Publisher {
-    /// Publishes to `outputs`, with a stats interval of `every`.
-    pub fn new(outputs: Vec<Box<dyn Output>>, every: Duration) -> Publisher {
+    /// Publishes to `outputs`, with a stats interval of `every`, under the latency `contract`.
+    pub fn new(outputs: Vec<Box<dyn Output>>, every: Duration, contract: LatencyConfig) -> Publisher {
         let now = Instant::now();
         Publisher {
             outputs,
@@ -110,7 +125,24 @@ impl Publisher {
             last_counts: FrameCounters::default(),
             window: LatencyStats::new(),
             total: LatencyStats::new(),
+            contract,
+            misses: DeadlineMisses::default(),
+            misses_total: DeadlineMisses::default(),
+            newest: None,
+            blind: None,
         }
+    }
+
+    /// How long no fresh frame has come, when that is longer than `[latency] stale_ms`: the
+    /// age of the newest published frame, or the time since the pipeline was ready.
+    pub fn stale_for(&self) -> Option<Duration> {
+        let age = self.newest.unwrap_or(self.started).elapsed();
+        (age > self.contract.stale()).then_some(age)
+    }
+
+    /// Whether a frame was ever published.
+    pub fn has_published(&self) -> bool {
+        self.newest.is_some()
     }
 
     /// Opens every output ([`Output::open`]).
@@ -139,10 +171,27 @@ impl Publisher {
         let mut us = report.stage_us(now);
         us[Stage::Publish] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
         self.window.record_stages(&us);
+        if let Some(deadline) = self.contract.deadline() {
+            self.misses.record(&us, deadline.as_micros() as u64);
+        }
+        self.newest = Some(self.newest.map_or(report.captured, |n| n.max(report.captured)));
     }
 
-    /// One turn of the loop.
-    pub fn tick(&mut self, health: &Health) {
+    /// One turn of the loop: `health.blind` says whether the daemon is blind (the pipeline
+    /// works out why when [`Publisher::stale_for`] says so); the change is logged once.
+    pub fn tick(&mut self, health: &Health<'_>) {
+        match (&self.blind, health.blind) {
+            (None, Some(b)) => log::warn!(
+                "blind: no fresh frame for {:.0} ms ({}: {}{})",
+                b.for_ms,
+                b.reason,
+                b.detail,
+                if b.throttling { "; the board is throttling" } else { "" }
+            ),
+            (Some(_), None) => log::info!("seeing again: frames are fresh"),
+            _ => {}
+        }
+        self.blind = health.blind.cloned();
         for o in &mut self.outputs {
             o.tick(health);
         }
@@ -179,23 +228,52 @@ impl Publisher {
             source,
             latency: &self.window,
             telemetry,
+            deadline_ms: self.contract.deadline_ms,
+            misses: &self.misses,
+            blind: self.blind.as_ref(),
         };
         for o in &mut self.outputs {
             o.interval(&iv);
         }
         let e2e: Percentiles = self.window.stage(Stage::EndToEnd);
-        log::info!(
-            "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}",
-            fps,
-            e2e.p50,
-            e2e.p90,
-            e2e.p99,
-            e2e.max,
-            totals.dropped,
-            clients
-        );
+        let missed = match self.contract.deadline() {
+            Some(_) if self.misses.total() > 0 => {
+                let worst = Stage::ALL[..5].iter().max_by_key(|&&s| self.misses.by_stage[s]).copied();
+                format!(
+                    ", {} past the {} ms deadline (most in {})",
+                    self.misses.total(),
+                    self.contract.deadline_ms,
+                    worst.unwrap_or(Stage::Inference)
+                )
+            }
+            _ => String::new(),
+        };
+        if delta.processed == 0 {
+            // Percentiles of nothing would read as a perfect 0 ms: say what is going on instead.
+            let why = match &self.blind {
+                Some(b) => format!("{}: {}", b.reason, b.detail),
+                None => "frames are still fresh".into(),
+            };
+            log::warn!(
+                "no frame processed in the last {secs:.1} s ({why}), dropped {}, clients {clients}",
+                totals.dropped
+            );
+        } else {
+            log::info!(
+                "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}{missed}",
+                fps,
+                e2e.p50,
+                e2e.p90,
+                e2e.p99,
+                e2e.max,
+                totals.dropped,
+                clients
+            );
+        }
         self.total.merge(&self.window);
         self.window.reset();
+        self.misses_total.add(&self.misses);
+        self.misses = DeadlineMisses::default();
         self.last_counts = totals;
         self.last_interval = Instant::now();
     }
@@ -210,6 +288,7 @@ impl Publisher {
         reason: &str,
     ) -> (LatencyStats, f64) {
         self.total.merge(&self.window);
+        self.misses_total.add(&self.misses);
         let seconds = self.started.elapsed().as_secs_f64();
         let clients = self.clients();
         let run = Interval {
@@ -222,6 +301,9 @@ impl Publisher {
             source,
             latency: &self.total,
             telemetry,
+            deadline_ms: self.contract.deadline_ms,
+            misses: &self.misses_total,
+            blind: self.blind.as_ref(),
         };
         for o in &mut self.outputs {
             o.finish(&run, reason);

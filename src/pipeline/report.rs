@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::detector::StageTimes;
 use crate::frame::GroundTruth;
+use crate::hazard::HazardFrame;
 use crate::stats::PerStage;
 use crate::yolo::Detection;
 
@@ -33,6 +34,8 @@ pub struct FrameReport {
     pub detections: Vec<Detection>,
     /// Ground truth, when the source knows it.
     pub truth: Vec<GroundTruth>,
+    /// Tracks, times to contact and zones, with `[hazards] enabled` (empty zones otherwise).
+    pub hazards: HazardFrame,
 }
 
 impl FrameReport {
@@ -50,6 +53,7 @@ impl FrameReport {
             times: StageTimes::default(),
             detections: Vec::with_capacity(128),
             truth: Vec::new(),
+            hazards: HazardFrame::with_capacity(128),
         }
     }
 
@@ -98,4 +102,38 @@ pub struct SourceState {
     pub error: Option<String>,
     /// Times the source became unavailable since start.
     pub faults: u64,
+}
+
+named_enum! {
+    /// Why no fresh frame came within `[latency] stale_ms`.
+    pub enum BlindReason {
+        /// The camera is gone, busy or failing (the source says it is unavailable).
+        Camera = "camera",
+        /// Frames arrive but none got through inference (behind, or stuck).
+        Inference = "inference",
+        /// The source delivers nothing and reports no error (a silent camera, or none yet).
+        NoFrames = "no_frames",
+    }
+}
+
+impl std::str::FromStr for BlindReason {
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new("blind reason: ", s, " is not a reason", Self::names(", "))
+        })
+    }
+}
+
+/// The daemon cannot see: no fresh frame within `[latency] stale_ms`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Blind {
+    /// Why, for machines.
+    pub reason: BlindReason,
+    /// Why, for people (the camera's error, or what is missing for how long).
+    pub detail: String,
+    /// Age of the newest frame published, milliseconds (none yet: since the pipeline started).
+    pub for_ms: f64,
+    /// The board reports thermal or power throttling (a likely cause when inference is behind).
+    pub throttling: bool,
 }

@@ -60,6 +60,8 @@ struct SceneObject {
     vx: f32,
     vy: f32,
     colour: [u8; 3],
+    /// Closing in: its time to contact at the start of each approach, in frames.
+    approach: Option<f32>,
 }
 
 /// A synthetic scene: a static background and objects in linear, bouncing motion.
@@ -110,6 +112,21 @@ impl Scene {
     /// Builds the scene for `seed` at `width` x `height` with `objects` obstacles
     /// (at most 255: more are ignored).
     pub fn new(width: u32, height: u32, objects: usize, seed: u64, noise: u8) -> Scene {
+        Scene::with_approach(width, height, objects, 0, seed, noise)
+    }
+
+    /// Like [`Scene::new`], with the first `approaching` objects closing in on the camera: each
+    /// grows as an object coming straight at it at a steady speed (its size goes as
+    /// `T / (T - t)`, `T` its time to contact at the start, 60 to 150 frames), from its size to
+    /// twice it, and then starts over. The ground truth gives the true time to contact.
+    pub fn with_approach(
+        width: u32,
+        height: u32,
+        objects: usize,
+        approaching: usize,
+        seed: u64,
+        noise: u8,
+    ) -> Scene {
         let objects = objects.min(255);
         let mut rng = Rng::new(seed);
         let (w, h) = (width as usize, height as usize);
@@ -177,9 +194,19 @@ impl Scene {
                     vx: speed * angle.cos(),
                     vy: speed * angle.sin(),
                     colour,
+                    approach: None,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Drawn from their own generator, so scenes without approaching objects are unchanged.
+        let mut objects = objects;
+        let mut looming = Rng::new(seed ^ 0x4c4f_4f4d);
+        for o in objects.iter_mut().take(approaching) {
+            o.approach = Some(looming.range(60.0, 150.0));
+            // Slower across the picture: an obstacle coming at the camera.
+            o.vx *= 0.25;
+            o.vy *= 0.25;
+        }
         Scene { width, height, noise, seed, background, objects }
     }
 
@@ -206,6 +233,15 @@ impl Scene {
         let mut painted = [0u32; 256];
 
         for (k, o) in self.objects.iter().enumerate() {
+            // Closing in: the size grows as T / (T - tau), tau the frames into this approach.
+            let (grow, ttc_frames) = match o.approach {
+                Some(big_t) => {
+                    let tau = (t as f32).rem_euclid(big_t / 2.0);
+                    (big_t / (big_t - tau), Some(big_t - tau))
+                }
+                None => (1.0, None),
+            };
+            let o = &SceneObject { half_w: o.half_w * grow, half_h: o.half_h * grow, ..o.clone() };
             let cx = bounce(o.x0, o.vx, t, o.half_w, self.width as f32 - o.half_w);
             let cy = bounce(o.y0, o.vy, t, o.half_h, self.height as f32 - o.half_h);
             let (x1, x2) = (cx - o.half_w, cx + o.half_w);
@@ -263,6 +299,8 @@ impl Scene {
                 x2: bx2 as f32,
                 y2: by2 as f32,
                 visible: 0.0,
+                object: k,
+                ttc_frames,
             });
         }
 
@@ -304,11 +342,12 @@ pub struct SyntheticSource {
 }
 
 /// Query keys `synthetic://` accepts.
-pub const KEYS: [&str; 7] = ["width", "height", "fps", "format", "seed", "objects", "frames"];
+pub const KEYS: [&str; 8] = ["width", "height", "fps", "format", "seed", "objects", "frames", "approach"];
 
 impl SyntheticSource {
-    /// Opens `synthetic://?width=..&height=..&fps=..&format=..&seed=..&objects=..&frames=..`.
-    /// `fps=0` delivers frames as fast as they are asked for; `frames=0` never ends.
+    /// Opens `synthetic://?width=..&height=..&fps=..&format=..&seed=..&objects=..&frames=..&approach=..`.
+    /// `fps=0` delivers frames as fast as they are asked for; `frames=0` never ends;
+    /// `approach=N`: the first N objects close in on the camera ([`Scene::with_approach`]).
     pub fn open(uri: &SourceUri) -> Result<SyntheticSource, SourceError> {
         let bad = |m: String| SourceError::Config(m);
         uri.check_keys(&KEYS)?;
@@ -325,6 +364,7 @@ impl SyntheticSource {
         let seed = uri.get("seed", 1u64)?;
         let objects = uri.get_in("objects", 4usize, 0, 32)?;
         let max_frames = uri.get("frames", 0u64)?;
+        let approaching = uri.get_in("approach", 0usize, 0, objects)?;
         if format.frame_len(width, height).is_none() {
             return Err(bad(format!(
                 "{}: {width}x{height} is not a valid size for {format} (4:2:2 needs an even width, 4:2:0 even width and height)",
@@ -332,7 +372,7 @@ impl SyntheticSource {
             )));
         }
         Ok(SyntheticSource {
-            scene: Scene::new(width, height, objects, seed, 6),
+            scene: Scene::with_approach(width, height, objects, approaching, seed, 6),
             format,
             pacer: Pacer::new(fps),
             max_frames,
@@ -384,6 +424,32 @@ impl FrameSource for SyntheticSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approaching_objects_grow_as_their_time_to_contact_says_and_others_are_unchanged() {
+        let (mut rgb, mut ids, mut truth) = (Vec::new(), Vec::new(), Vec::new());
+        let plain = Scene::new(640, 480, 4, 9, 0);
+        let with = Scene::with_approach(640, 480, 4, 1, 9, 0);
+        let mut plain_truth = Vec::new();
+        plain.render(5, &mut rgb, &mut ids, &mut plain_truth);
+        with.render(5, &mut rgb, &mut ids, &mut truth);
+        // Objects 1..3 do not approach: the same as without the option.
+        let others = |t: &[GroundTruth]| t.iter().filter(|g| g.object != 0).copied().collect::<Vec<_>>();
+        assert_eq!(others(&truth), others(&plain_truth));
+        assert!(truth.iter().filter(|g| g.object != 0).all(|g| g.ttc_frames.is_none()));
+        // Object 0: size ratio between frames 10 and 20 is (T - 10) / (T - 20), T its time to
+        // contact at frame 0 (an exact pinhole approach at a steady speed).
+        let at = |t: u64, rgb: &mut Vec<u8>, ids: &mut Vec<u8>, truth: &mut Vec<GroundTruth>| {
+            with.render(t, rgb, ids, truth);
+            *truth.iter().find(|g| g.object == 0).unwrap()
+        };
+        let (a, b) = (at(10, &mut rgb, &mut ids, &mut truth), at(20, &mut rgb, &mut ids, &mut truth));
+        let big_t = a.ttc_frames.unwrap() + 10.0;
+        assert!((b.ttc_frames.unwrap() - (big_t - 20.0)).abs() < 1e-3);
+        let size = |g: &GroundTruth| ((g.x2 - g.x1) * (g.y2 - g.y1)).sqrt();
+        let want = (big_t - 10.0) / (big_t - 20.0);
+        assert!((size(&b) / size(&a) - want).abs() < 0.03, "{} vs {want}", size(&b) / size(&a));
+    }
 
     #[test]
     fn frames_are_reproducible_and_move() {

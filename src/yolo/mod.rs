@@ -128,8 +128,8 @@ impl fmt::Display for Layout {
     }
 }
 
-/// One detected object, in source-frame pixels.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// One detected object, in source-frame pixels. Reads from a `detections` message's entries.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
 pub struct Detection {
     /// Class index (see [`ClassNames`]).
     pub class_id: usize,

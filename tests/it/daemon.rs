@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use jetdetect::eval::{match_frame, Counts};
 use jetdetect::frame::GroundTruth;
 use jetdetect::yolo::Detection;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::common::{repo as root, Daemon};
@@ -116,38 +117,16 @@ fn check_schema(v: &Value) {
     }
 }
 
-fn detections_of(v: &Value) -> Vec<Detection> {
-    v["detections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| Detection {
-            class_id: d["class_id"].as_u64().unwrap() as usize,
-            score: num(d, "score") as f32,
-            x1: num(d, "x1") as f32,
-            y1: num(d, "y1") as f32,
-            x2: num(d, "x2") as f32,
-            y2: num(d, "y2") as f32,
-        })
-        .collect()
-}
-
-fn truth_of(v: &Value) -> Vec<GroundTruth> {
-    v["truth"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|g| GroundTruth {
-                    class_id: g["class_id"].as_u64().unwrap() as usize,
-                    x1: num(g, "x1") as f32,
-                    y1: num(g, "y1") as f32,
-                    x2: num(g, "x2") as f32,
-                    y2: num(g, "y2") as f32,
-                    visible: num(g, "visible") as f32,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// The detections and ground truth of a `detections` message, read through their types.
+fn frame_of(v: &Value) -> (Vec<Detection>, Vec<GroundTruth>) {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        detections: Vec<Detection>,
+        #[serde(default)]
+        truth: Vec<GroundTruth>,
+    }
+    let m = Message::deserialize(v).expect("a detections message");
+    (m.detections, m.truth)
 }
 
 #[test]
@@ -167,7 +146,8 @@ fn clients_get_valid_messages_that_match_the_ground_truth_and_sigterm_stops_clea
                 "detections" => {
                     per_client[i] += 1;
                     if i == 0 {
-                        counts.add(match_frame(&detections_of(&v), &truth_of(&v), 0.5, 0.5));
+                        let (dets, truth) = frame_of(&v);
+                        counts.add(match_frame(&dets, &truth, 0.5, 0.5));
                     }
                 }
                 "stats" => stats_seen += 1,

@@ -20,6 +20,7 @@ mod cli;
 mod daemon;
 mod dla_form;
 mod faults;
+mod hazards;
 mod onnxruntime;
 mod power;
 mod properties;

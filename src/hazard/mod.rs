@@ -1,0 +1,376 @@
+//! Hazards: what a robot acts on, from each frame's boxes. Boxes become tracks (`track`,
+//! ByteTrack), tracks get a bearing in the vehicle's frame (`camera`), an image-plane velocity
+//! (their Kalman filter), a time to contact from their scale expansion (`ttc`) and, where
+//! `[hazards.classes]` gives a class's real size, a range estimate; the field of view is cut into
+//! sectors, each with its most urgent obstacle and a level (`zones`).
+//!
+//! It runs on the inference thread right after decoding, in well under a millisecond, and
+//! allocates nothing per frame. Its input is the decoder's detections and the frame's capture
+//! time and size; it knows nothing of cameras' drivers, models or outputs. Whether the picture
+//! is fresh at all (the blind flag and the latency contract) is the publisher's business
+//! (`pipeline::publish`), which knows when frames stop coming.
+
+pub mod assign;
+pub mod camera;
+pub mod kalman;
+pub mod track;
+pub mod ttc;
+pub mod zones;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+pub use camera::{Bearing, Camera, CameraConfig};
+pub use track::{Tracker, TrackingConfig};
+pub use ttc::{Trend, Ttc};
+pub use zones::{Level, Zone};
+
+use crate::yolo::{ClassNames, Detection};
+
+/// A class's real size, for range estimates: `[hazards.classes] person = { height_m = 1.7 }`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSize {
+    /// Real height, metres (used first: boxes of upright objects keep their height).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub height_m: Option<f64>,
+    /// Real width, metres.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub width_m: Option<f64>,
+}
+
+/// `[hazards]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HazardsConfig {
+    /// Track objects and publish a `hazards` message per frame.
+    pub enabled: bool,
+    /// Sectors across the horizontal field of view, 1 to 72.
+    pub zones: usize,
+    /// Contact sooner than this (seconds) makes an obstacle `caution`.
+    pub caution_ttc_s: f64,
+    /// Contact sooner than this (seconds) makes it `danger`.
+    pub danger_ttc_s: f64,
+    /// The time-to-contact confidence below which an obstacle stays `clear`.
+    pub min_confidence: f64,
+    /// Seconds of a track's history the time to contact is fitted over.
+    pub ttc_window_s: f64,
+    /// `[hazards.tracking]`: the tracker's thresholds.
+    pub tracking: TrackingConfig,
+    /// `[hazards.classes]`: real sizes by class name, for range estimates.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub classes: BTreeMap<String, ClassSize>,
+}
+
+impl Default for HazardsConfig {
+    fn default() -> Self {
+        HazardsConfig {
+            enabled: false,
+            zones: 3,
+            caution_ttc_s: 4.0,
+            danger_ttc_s: 2.0,
+            min_confidence: 0.5,
+            ttc_window_s: 1.0,
+            tracking: TrackingConfig::default(),
+            classes: BTreeMap::new(),
+        }
+    }
+}
+
+impl HazardsConfig {
+    /// Checks the ranges; the error names the key (relative to `[hazards]`).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let key = |k: &str| k.to_string();
+        if !(1..=72).contains(&self.zones) {
+            return Err((
+                key("zones"),
+                format!("{} is out of range: allowed 1 to 72 (MAVLink's sector count)", self.zones),
+            ));
+        }
+        if !(self.danger_ttc_s > 0.0
+            && self.danger_ttc_s <= self.caution_ttc_s
+            && self.caution_ttc_s <= 600.0)
+        {
+            return Err((
+                key("danger_ttc_s"),
+                format!(
+                    "danger_ttc_s = {} and caution_ttc_s = {}: need 0 < danger_ttc_s <= caution_ttc_s <= 600",
+                    self.danger_ttc_s, self.caution_ttc_s
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.min_confidence) {
+            return Err((
+                key("min_confidence"),
+                format!("{} is out of range: allowed 0 to 1", self.min_confidence),
+            ));
+        }
+        if !(self.ttc_window_s >= 0.1 && self.ttc_window_s <= 10.0) {
+            return Err((
+                key("ttc_window_s"),
+                format!("{} is out of range: allowed 0.1 to 10 seconds", self.ttc_window_s),
+            ));
+        }
+        self.tracking.validate().map_err(|(k, m)| (format!("tracking.{k}"), m))?;
+        for (name, size) in &self.classes {
+            let ok = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v > 0.0 && v < 1000.0);
+            if size.height_m.is_none() && size.width_m.is_none() || !ok(size.height_m) || !ok(size.width_m) {
+                return Err((
+                    format!("classes.{name}"),
+                    "give height_m or width_m in metres, e.g. { height_m = 1.7 }".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `[hazards.classes]` entry that names no class of the model.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("[hazards.classes] {name}: not a class of this model ({origin}): its classes are {classes}")]
+pub struct UnknownClass {
+    /// The name given.
+    pub name: String,
+    /// Where the model's names came from.
+    pub origin: String,
+    /// The model's class names, comma-separated (the first 20).
+    pub classes: String,
+}
+
+/// One tracked obstacle in a frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Obstacle {
+    /// Track number.
+    pub id: u64,
+    /// The detection (index into the frame's detections) it was seen as.
+    pub detection: usize,
+    /// The box's centre direction.
+    pub bearing: Bearing,
+    /// Azimuths of the box's left and right edges.
+    pub azimuth: (f64, f64),
+    /// Image-plane velocity of the box's centre, pixels per second (filtered).
+    pub velocity_px_s: [f64; 2],
+    /// Time to contact.
+    pub ttc: Ttc,
+    /// Range from the class's real size (an estimate: it assumes the object is upright and
+    /// whole in the box).
+    pub range_m: Option<f64>,
+    /// How urgent it is.
+    pub level: Level,
+}
+
+/// The hazards of one frame. Reused between frames.
+#[derive(Clone, Debug, Default)]
+pub struct HazardFrame {
+    /// Per detection, its track's number (0: not tracked, e.g. a new or doubtful box).
+    pub track_of: Vec<u64>,
+    /// The tracked obstacles seen in this frame.
+    pub obstacles: Vec<Obstacle>,
+    /// The sectors, left to right.
+    pub zones: Vec<Zone>,
+    /// The horizontal field of view, azimuths of the left and right edges.
+    pub span_deg: (f64, f64),
+}
+
+impl HazardFrame {
+    /// An empty frame with room for `n` obstacles.
+    pub fn with_capacity(n: usize) -> HazardFrame {
+        HazardFrame {
+            track_of: Vec::with_capacity(n),
+            obstacles: Vec::with_capacity(n),
+            zones: Vec::with_capacity(72),
+            span_deg: (0.0, 0.0),
+        }
+    }
+
+    /// The most urgent level over all zones.
+    pub fn level(&self) -> Level {
+        self.zones.iter().map(|z| z.level).max().unwrap_or(Level::Clear)
+    }
+}
+
+/// Turns each frame's detections into hazards.
+pub struct Hazards {
+    config: HazardsConfig,
+    camera_config: CameraConfig,
+    camera: Option<Camera>,
+    tracker: Tracker,
+    sizes: Vec<ClassSize>,
+    epoch: Instant,
+    candidates: Vec<zones::Candidate>,
+}
+
+impl Hazards {
+    /// Hazards per `config` for a camera per `camera`, with the model's class `names` (which
+    /// `[hazards.classes]` must name).
+    pub fn new(
+        config: &HazardsConfig,
+        camera: &CameraConfig,
+        names: &ClassNames,
+    ) -> Result<Hazards, UnknownClass> {
+        let mut sizes = vec![ClassSize::default(); names.len()];
+        for (name, size) in &config.classes {
+            let Some(id) = (0..names.len()).find(|&i| names.name(i).as_ref() == name.as_str()) else {
+                let list: Vec<String> = (0..names.len().min(20)).map(|i| names.name(i).to_string()).collect();
+                return Err(UnknownClass {
+                    name: name.clone(),
+                    origin: names.origin.clone(),
+                    classes: list.join(", ") + if names.len() > 20 { ", ..." } else { "" },
+                });
+            };
+            sizes[id] = *size;
+        }
+        Ok(Hazards {
+            config: config.clone(),
+            camera_config: camera.clone(),
+            camera: None,
+            tracker: Tracker::new(config.tracking.clone()),
+            sizes,
+            epoch: Instant::now(),
+            candidates: Vec::with_capacity(128),
+        })
+    }
+
+    /// The camera model for the latest frame size.
+    pub fn camera(&self) -> Option<&Camera> {
+        self.camera.as_ref()
+    }
+
+    /// Tracks `detections` of a `width` x `height` frame captured at `captured`, and fills `out`.
+    pub fn update(
+        &mut self,
+        detections: &[Detection],
+        captured: Instant,
+        width: u32,
+        height: u32,
+        out: &mut HazardFrame,
+    ) {
+        let camera = match self.camera {
+            Some(c) if (c.width, c.height) == (width, height) => c,
+            _ => *self.camera.insert(Camera::new(&self.camera_config, width, height)),
+        };
+        let t = captured.saturating_duration_since(self.epoch).as_secs_f64();
+        self.tracker.update(detections, t);
+        out.track_of.clear();
+        out.track_of.extend_from_slice(&self.tracker.track_of);
+        out.obstacles.clear();
+        self.candidates.clear();
+        let cfg = &self.config;
+        for tr in self.tracker.tracks() {
+            let (Some(i), true) = (tr.detection, tr.id != 0) else { continue };
+            let d = &detections[i];
+            let (w, h) = (d.x2 - d.x1, d.y2 - d.y1);
+            let ttc = tr.scales.ttc(cfg.ttc_window_s);
+            let sure = ttc.confidence >= cfg.min_confidence;
+            let level = match ttc.seconds.filter(|_| sure) {
+                Some(s) if s <= cfg.danger_ttc_s => Level::Danger,
+                Some(s) if s <= cfg.caution_ttc_s => Level::Caution,
+                _ => Level::Clear,
+            };
+            let size = self.sizes.get(d.class_id).copied().unwrap_or_default();
+            let range_m = match (size.height_m, size.width_m) {
+                (Some(m), _) if h > 0.0 => Some(camera.fy * m / h as f64),
+                (_, Some(m)) if w > 0.0 => Some(camera.fx * m / w as f64),
+                _ => None,
+            };
+            let centre = ((d.x1 + d.x2) / 2.0) as f64;
+            let obstacle = Obstacle {
+                id: tr.id,
+                detection: i,
+                bearing: camera.bearing(centre, ((d.y1 + d.y2) / 2.0) as f64),
+                azimuth: (camera.azimuth(d.x1 as f64), camera.azimuth(d.x2 as f64)),
+                velocity_px_s: [tr.kalman.x[4] / kalman::FRAME_S, tr.kalman.x[5] / kalman::FRAME_S],
+                ttc,
+                range_m,
+                level,
+            };
+            self.candidates.push(zones::Candidate {
+                track: tr.id,
+                azimuth: obstacle.azimuth,
+                level,
+                ttc_s: ttc.seconds.filter(|_| sure),
+                range_m,
+                height_px: h,
+            });
+            out.obstacles.push(obstacle);
+        }
+        out.obstacles.sort_unstable_by_key(|o| o.id);
+        out.span_deg = camera.horizontal_span();
+        zones::fill(&mut out.zones, cfg.zones, out.span_deg, &self.candidates);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_closing_in_on_the_left_makes_the_left_zone_dangerous() {
+        let names = ClassNames::numbered(2);
+        let mut cfg = HazardsConfig { enabled: true, ..Default::default() };
+        cfg.classes.insert("class1".into(), ClassSize { height_m: Some(1.0), width_m: None });
+        let camera = CameraConfig { hfov_deg: 90.0, ..Default::default() };
+        let mut hz = Hazards::new(&cfg, &camera, &names).unwrap();
+        let mut out = HazardFrame::with_capacity(8);
+        let t0 = Instant::now();
+        // Class 1, 1 m tall, 10 m away closing at 4 m/s, centred at x = 80 of 640 (left third);
+        // class 0 still, on the right.
+        let fy = 320.0; // 90-degree field of view over 640 pixels
+        for f in 0..30 {
+            let t = f as f64 / 30.0;
+            let d = 10.0 - 4.0 * t;
+            let h = (fy * 1.0 / d) as f32;
+            let dets = [
+                Detection {
+                    class_id: 1,
+                    score: 0.9,
+                    x1: 80.0 - h / 4.0,
+                    y1: 240.0 - h / 2.0,
+                    x2: 80.0 + h / 4.0,
+                    y2: 240.0 + h / 2.0,
+                },
+                Detection { class_id: 0, score: 0.9, x1: 500.0, y1: 200.0, x2: 560.0, y2: 260.0 },
+            ];
+            hz.update(&dets, t0 + std::time::Duration::from_secs_f64(t), 640, 480, &mut out);
+        }
+        let d_end = 10.0 - 4.0 * 29.0 / 30.0;
+        let closing = out.obstacles.iter().find(|o| o.detection == 0).unwrap();
+        let ttc = closing.ttc.seconds.unwrap();
+        assert!((ttc - d_end / 4.0).abs() < 0.1, "ttc {ttc} vs {}", d_end / 4.0);
+        assert!((closing.range_m.unwrap() - d_end).abs() < 0.05 * d_end, "{:?}", closing.range_m);
+        assert!(closing.bearing.azimuth_deg < -30.0, "{:?}", closing.bearing);
+        assert_eq!(closing.level, Level::Danger);
+        let still = out.obstacles.iter().find(|o| o.detection == 1).unwrap();
+        assert_eq!((still.level, still.ttc.trend, still.range_m), (Level::Clear, Trend::Steady, None));
+        assert_eq!(
+            out.zones.iter().map(|z| z.level).collect::<Vec<_>>(),
+            [Level::Danger, Level::Clear, Level::Clear]
+        );
+        assert_eq!(out.zones[0].track, Some(closing.id));
+        assert_eq!(out.level(), Level::Danger);
+        assert_eq!(out.track_of.len(), 2);
+        assert!(out.track_of.iter().all(|&id| id != 0));
+    }
+
+    #[test]
+    fn unknown_classes_and_bad_thresholds_are_named() {
+        let names = ClassNames::numbered(3);
+        let mut cfg = HazardsConfig::default();
+        cfg.classes.insert("persn".into(), ClassSize { height_m: Some(1.7), width_m: None });
+        let e = Hazards::new(&cfg, &CameraConfig::default(), &names).err().unwrap().to_string();
+        assert!(
+            e.contains("[hazards.classes] persn: not a class of this model")
+                && e.contains("class0, class1, class2"),
+            "{e}"
+        );
+        assert_eq!(HazardsConfig { zones: 73, ..Default::default() }.validate().unwrap_err().0, "zones");
+        let inverted = HazardsConfig { danger_ttc_s: 5.0, caution_ttc_s: 2.0, ..Default::default() };
+        assert_eq!(inverted.validate().unwrap_err().0, "danger_ttc_s");
+        let mut sizeless = HazardsConfig::default();
+        sizeless.classes.insert("a".into(), ClassSize::default());
+        assert_eq!(sizeless.validate().unwrap_err().0, "classes.a");
+        HazardsConfig::default().validate().unwrap();
+    }
+}

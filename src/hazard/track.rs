@@ -1,0 +1,332 @@
+//! Multi-object tracking, ByteTrack's way (Zhang et al., ECCV 2022): every detection box is
+//! associated, the confident ones first and then the doubtful ones, so an object whose score
+//! dips (partly hidden, blurred) keeps its track instead of being dropped and reborn.
+//!
+//! Per frame, with each track's Kalman state predicted to the frame's capture time:
+//! 1. confident boxes (score >= `high_score`) are matched to tracked and lost tracks by IoU;
+//! 2. the remaining boxes (the `[detect] confidence` .. `high_score` band) to the tracks still
+//!    unmatched that were tracked last frame; those left unmatched become lost;
+//! 3. confident boxes still unmatched to the tracks born last frame, which are confirmed by it;
+//!    the others are dropped (one-frame ghosts);
+//! 4. confident boxes still unmatched with score >= `new_track_score` start new tracks;
+//! 5. tracks lost for longer than `lost_s` are removed.
+//!
+//! Matching is optimal (the Hungarian algorithm, `assign`) on `1 - IoU`, within one class.
+//! Differences from the reference: time is real (a lost track lives `lost_s` seconds, not a
+//! number of frames; the filter predicts over the real capture interval), matching never pairs
+//! two classes, and a track's number is given when it is confirmed, so numbers are not spent
+//! on ghosts. Nothing is allocated per frame once the buffers have grown.
+
+use serde::{Deserialize, Serialize};
+
+use super::assign::Assignment;
+use super::kalman::{measure, BoxKalman, FRAME_S};
+use super::ttc::ScaleHistory;
+use crate::yolo::{iou, Detection};
+
+/// `[hazards.tracking]`: ByteTrack's thresholds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrackingConfig {
+    /// Boxes at or above this score are matched first and may start tracks; those below (down
+    /// to `[detect] confidence`) only continue tracks.
+    pub high_score: f32,
+    /// A confident box left unmatched starts a track from this score.
+    pub new_track_score: f32,
+    /// Least IoU for a confident box to continue a track.
+    pub match_iou: f32,
+    /// Least IoU for a doubtful box to continue a track.
+    pub low_match_iou: f32,
+    /// Seconds a track that is not seen is kept, to be found again.
+    pub lost_s: f64,
+}
+
+impl Default for TrackingConfig {
+    fn default() -> Self {
+        TrackingConfig {
+            high_score: 0.5,
+            new_track_score: 0.6,
+            match_iou: 0.2,
+            low_match_iou: 0.5,
+            lost_s: 1.0,
+        }
+    }
+}
+
+impl TrackingConfig {
+    /// Checks the ranges; the error names the key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (key, v) in [
+            ("high_score", self.high_score),
+            ("new_track_score", self.new_track_score),
+            ("match_iou", self.match_iou),
+            ("low_match_iou", self.low_match_iou),
+        ] {
+            if !(v > 0.0 && v < 1.0) {
+                return Err((key, format!("{v} is out of range: allowed 0 < {key} < 1")));
+            }
+        }
+        if !(self.lost_s >= 0.0 && self.lost_s <= 60.0) {
+            return Err(("lost_s", format!("{} is out of range: allowed 0 to 60 seconds", self.lost_s)));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Born last frame, waiting for a second sighting.
+    New,
+    /// Seen in the latest frame or recently.
+    Tracked,
+    /// Not seen lately; kept for `lost_s`.
+    Lost,
+}
+
+/// One tracked object.
+#[derive(Clone, Debug)]
+pub struct Track {
+    /// Its number, from 1; 0 until confirmed.
+    pub id: u64,
+    /// Its class.
+    pub class_id: usize,
+    /// The motion filter.
+    pub kalman: BoxKalman,
+    /// Recent sizes, for the time to contact.
+    pub scales: ScaleHistory,
+    /// The detection it was matched to in the latest frame.
+    pub detection: Option<usize>,
+    /// Frames it was seen in.
+    pub hits: u32,
+    state: State,
+    filter_t: f64,
+    seen_t: f64,
+}
+
+/// The tracker: feed it each frame's detections.
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    config: TrackingConfig,
+    tracks: Vec<Track>,
+    next_id: u64,
+    frames: u64,
+    assignment: Assignment,
+    high: Vec<usize>,
+    low: Vec<usize>,
+    pool: Vec<usize>,
+    matched_det: Vec<bool>,
+    /// Per detection of the latest frame, its track's number (0: none).
+    pub track_of: Vec<u64>,
+}
+
+impl Tracker {
+    /// A tracker with `config`'s thresholds.
+    pub fn new(config: TrackingConfig) -> Tracker {
+        Tracker {
+            config,
+            tracks: Vec::with_capacity(64),
+            next_id: 1,
+            frames: 0,
+            assignment: Assignment::default(),
+            high: Vec::with_capacity(128),
+            low: Vec::with_capacity(128),
+            pool: Vec::with_capacity(128),
+            matched_det: Vec::with_capacity(128),
+            track_of: Vec::with_capacity(128),
+        }
+    }
+
+    /// The tracks, confirmed or not; those seen in the latest frame have `detection` set.
+    pub fn tracks(&self) -> &[Track] {
+        &self.tracks
+    }
+
+    /// Updates the tracks with the detections of a frame captured at `t` seconds (any origin,
+    /// increasing). Afterwards [`Tracker::track_of`] numbers the detections.
+    pub fn update(&mut self, detections: &[Detection], t: f64) {
+        let cfg = self.config.clone();
+        self.frames += 1;
+        // Lost tracks past their time are not matched again.
+        self.tracks.retain(|tr| tr.state != State::Lost || t - tr.seen_t <= cfg.lost_s);
+        for tr in &mut self.tracks {
+            tr.kalman.predict((t - tr.filter_t) / FRAME_S);
+            tr.filter_t = t;
+            tr.detection = None;
+        }
+        self.matched_det.clear();
+        self.matched_det.resize(detections.len(), false);
+        self.high.clear();
+        self.low.clear();
+        for (i, d) in detections.iter().enumerate() {
+            if d.score >= cfg.high_score {
+                self.high.push(i)
+            } else {
+                self.low.push(i)
+            }
+        }
+
+        // 1. Confident boxes against tracked and lost tracks.
+        self.pool.clear();
+        self.pool.extend((0..self.tracks.len()).filter(|&k| self.tracks[k].state != State::New));
+        self.associate(detections, 1.0 - cfg.match_iou as f64, t, Pass::High);
+        // 2. Doubtful boxes against the tracked ones still unmatched.
+        self.pool.retain(|&k| self.tracks[k].detection.is_none() && self.tracks[k].state == State::Tracked);
+        self.associate(detections, 1.0 - cfg.low_match_iou as f64, t, Pass::Low);
+        for &k in &self.pool {
+            if self.tracks[k].detection.is_none() {
+                self.tracks[k].state = State::Lost;
+            }
+        }
+        // 3. Tracks born last frame against the confident boxes left.
+        self.pool.clear();
+        self.pool.extend((0..self.tracks.len()).filter(|&k| self.tracks[k].state == State::New));
+        self.associate(detections, 0.7, t, Pass::High);
+
+        // 4. Births: on the first frame every confident box is confirmed at once.
+        for &i in &self.high {
+            let d = &detections[i];
+            if self.matched_det[i] || d.score < cfg.new_track_score {
+                continue;
+            }
+            let mut scales = ScaleHistory::default();
+            scales.push(t, d.x2 - d.x1, d.y2 - d.y1);
+            let first = self.frames == 1;
+            self.tracks.push(Track {
+                id: if first { self.next_id } else { 0 },
+                class_id: d.class_id,
+                kalman: BoxKalman::new(measure(d.x1, d.y1, d.x2, d.y2)),
+                scales,
+                detection: Some(i),
+                hits: 1,
+                state: if first { State::Tracked } else { State::New },
+                filter_t: t,
+                seen_t: t,
+            });
+            if first {
+                self.next_id += 1;
+            }
+        }
+        // 5. Deaths: unconfirmed tracks not seen again (lost ones go at the next frame past `lost_s`).
+        self.tracks.retain(|tr| tr.state != State::New || tr.detection.is_some());
+
+        self.track_of.clear();
+        self.track_of.resize(detections.len(), 0);
+        for tr in &self.tracks {
+            if let Some(i) = tr.detection {
+                self.track_of[i] = tr.id;
+            }
+        }
+    }
+
+    /// Matches the tracks in `pool` to the unmatched detections of `pass` below `limit` cost.
+    fn associate(&mut self, detections: &[Detection], limit: f64, t: f64, pass: Pass) {
+        let dets = match pass {
+            Pass::High => &self.high,
+            Pass::Low => &self.low,
+        };
+        let (tracks, pool, matched) = (&self.tracks, &self.pool, &self.matched_det);
+        self.assignment.solve(pool.len(), dets.len(), limit, |r, c| {
+            let (tr, i) = (&tracks[pool[r]], dets[c]);
+            let d = &detections[i];
+            if matched[i] || tr.class_id != d.class_id {
+                return f64::INFINITY;
+            }
+            1.0 - iou(tr.kalman.corners(), [d.x1, d.y1, d.x2, d.y2]) as f64
+        });
+        for &(r, c) in &self.assignment.pairs {
+            let (k, i) = (self.pool[r], dets[c]);
+            let d = &detections[i];
+            self.matched_det[i] = true;
+            let tr = &mut self.tracks[k];
+            tr.kalman.update(measure(d.x1, d.y1, d.x2, d.y2));
+            tr.scales.push(t, d.x2 - d.x1, d.y2 - d.y1);
+            tr.detection = Some(i);
+            tr.hits += 1;
+            tr.seen_t = t;
+            if tr.state == State::New {
+                tr.id = self.next_id;
+                self.next_id += 1;
+            }
+            tr.state = State::Tracked;
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Pass {
+    High,
+    Low,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn det(class_id: usize, score: f32, cx: f32, cy: f32, w: f32, h: f32) -> Detection {
+        Detection { class_id, score, x1: cx - w / 2.0, y1: cy - h / 2.0, x2: cx + w / 2.0, y2: cy + h / 2.0 }
+    }
+
+    #[test]
+    fn two_objects_crossing_keep_their_numbers() {
+        let mut tr = Tracker::new(TrackingConfig::default());
+        // A moves right, B moves left, same row band but offset vertically by half a box; they
+        // cross around frame 25. Then B's score dips for three frames (partly hidden).
+        let mut ids_a = Vec::new();
+        let mut ids_b = Vec::new();
+        for f in 0..50 {
+            let t = f as f64 / 30.0;
+            let b_score = if (30..33).contains(&f) { 0.35 } else { 0.8 };
+            let dets = [
+                det(0, 0.9, 100.0 + 8.0 * f as f32, 200.0, 60.0, 120.0),
+                det(0, b_score, 500.0 - 8.0 * f as f32, 260.0, 60.0, 120.0),
+            ];
+            tr.update(&dets, t);
+            ids_a.push(tr.track_of[0]);
+            ids_b.push(tr.track_of[1]);
+        }
+        assert!(ids_a.iter().all(|&i| i == ids_a[0]) && ids_a[0] != 0, "{ids_a:?}");
+        assert!(ids_b.iter().all(|&i| i == ids_b[0]) && ids_b[0] != 0, "{ids_b:?}");
+        assert_ne!(ids_a[0], ids_b[0]);
+    }
+
+    #[test]
+    fn births_need_two_sightings_and_lost_tracks_come_back_within_lost_s() {
+        let mut tr = Tracker::new(TrackingConfig { lost_s: 0.5, ..Default::default() });
+        tr.update(&[det(0, 0.9, 100.0, 100.0, 50.0, 50.0)], 0.0);
+        assert_eq!(tr.track_of, vec![1]);
+        // A newcomer is numbered on its second sighting; a one-frame ghost spends no number.
+        tr.update(&[det(0, 0.9, 102.0, 100.0, 50.0, 50.0), det(1, 0.9, 400.0, 300.0, 40.0, 40.0)], 0.033);
+        assert_eq!(tr.track_of, vec![1, 0]);
+        tr.update(&[det(0, 0.9, 104.0, 100.0, 50.0, 50.0)], 0.066);
+        assert_eq!(tr.track_of, vec![1]);
+        tr.update(&[det(0, 0.9, 106.0, 100.0, 50.0, 50.0), det(0, 0.9, 300.0, 300.0, 40.0, 40.0)], 0.1);
+        tr.update(&[det(0, 0.9, 108.0, 100.0, 50.0, 50.0), det(0, 0.9, 301.0, 300.0, 40.0, 40.0)], 0.133);
+        assert_eq!(tr.track_of, vec![1, 2]);
+        // Track 1 unseen for 0.3 s, then back where its motion said: same number.
+        tr.update(&[det(0, 0.9, 302.0, 300.0, 40.0, 40.0)], 0.3);
+        tr.update(&[det(0, 0.9, 126.0, 100.0, 50.0, 50.0), det(0, 0.9, 303.0, 300.0, 40.0, 40.0)], 0.433);
+        assert_eq!(tr.track_of, vec![1, 2]);
+        // Unseen past lost_s: a new number.
+        tr.update(&[], 0.6);
+        assert_eq!(tr.tracks().len(), 2, "lost, not yet gone");
+        tr.update(&[det(0, 0.9, 126.0, 100.0, 50.0, 50.0)], 1.2);
+        tr.update(&[det(0, 0.9, 126.0, 100.0, 50.0, 50.0)], 1.233);
+        assert_eq!(tr.track_of, vec![3]);
+        assert_eq!(tr.tracks().len(), 1);
+    }
+
+    #[test]
+    fn a_doubtful_box_continues_a_track_but_never_starts_one_and_classes_do_not_mix() {
+        let mut tr = Tracker::new(TrackingConfig::default());
+        tr.update(&[det(0, 0.3, 100.0, 100.0, 50.0, 50.0)], 0.0);
+        assert_eq!(tr.track_of, vec![0]);
+        assert!(tr.tracks().is_empty());
+        tr.update(&[det(0, 0.9, 100.0, 100.0, 50.0, 50.0)], 0.033);
+        tr.update(&[det(0, 0.9, 100.0, 100.0, 50.0, 50.0)], 0.066);
+        tr.update(&[det(0, 0.3, 101.0, 100.0, 50.0, 50.0)], 0.1);
+        assert_eq!(tr.track_of, vec![1]);
+        // Same place, other class: not the same object.
+        tr.update(&[det(2, 0.9, 102.0, 100.0, 50.0, 50.0)], 0.133);
+        assert_eq!(tr.track_of, vec![0]);
+    }
+}

@@ -1,0 +1,283 @@
+//! Hazards end to end: the daemon on a synthetic scene whose obstacles close in at known speeds
+//! (`synthetic://?approach=N`, exact ground truth), read through the socket as a client would;
+//! and the latency contract: deadline misses counted, and a blind daemon saying so and why.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use jetdetect::frame::GroundTruth;
+use jetdetect::yolo::iou;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::common::{repo, Daemon};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jd-hazards-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn start(dir: &Path, source: &str, extra: &str) -> Daemon {
+    let p = dir.join("jd.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\nnames = \"{}\"\n\
+             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
+            repo().join("models/obstacles-v8.onnx").display(),
+            repo().join("models/obstacles.names").display()
+        ),
+    )
+    .unwrap();
+    Daemon::start(&p, &[])
+}
+
+fn read(r: &mut BufReader<UnixStream>) -> Value {
+    let mut line = String::new();
+    assert!(r.read_line(&mut line).unwrap() > 0, "connection closed");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// A `hazards` message, read through types (docs/protocol.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Hazards {
+    r#type: String,
+    schema: u32,
+    seq: u64,
+    capture_mono_ns: u64,
+    publish_mono_ns: u64,
+    frame_age_ms: f64,
+    blind: bool,
+    level: String,
+    fov_deg: [f64; 2],
+    zones: Vec<Zone>,
+    obstacles: Vec<Obstacle>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Zone {
+    from_deg: f64,
+    to_deg: f64,
+    level: String,
+    track_id: Option<u64>,
+    ttc_s: Option<f64>,
+    range_estimate_m: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Obstacle {
+    track_id: u64,
+    class_id: usize,
+    class: String,
+    score: f32,
+    x1: f32,
+    y1: f32,
+    x2: f32,
+    y2: f32,
+    azimuth_deg: f64,
+    elevation_deg: f64,
+    azimuth_span_deg: [f64; 2],
+    velocity_px_s: [f64; 2],
+    trend: String,
+    ttc_s: Option<f64>,
+    ttc_confidence: f64,
+    range_estimate_m: Option<f64>,
+    level: String,
+}
+
+/// A blind `hazards` message.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Blind {
+    r#type: String,
+    schema: u32,
+    publish_mono_ns: u64,
+    blind: bool,
+    reason: String,
+    detail: String,
+    frame_age_ms: f64,
+    throttling: bool,
+    zones: Vec<Zone>,
+    obstacles: Vec<Obstacle>,
+}
+
+const LEVELS: [&str; 3] = ["clear", "caution", "danger"];
+
+#[test]
+fn approaching_obstacles_get_their_time_to_contact_bearing_and_zone_and_misses_are_counted() {
+    let dir = tmpdir("approach");
+    // 62.2-degree camera; two of four obstacles close in; every frame misses a 1 ms deadline.
+    let d = start(
+        &dir,
+        "synthetic://?width=640&height=480&fps=30&format=yuyv&seed=5&objects=4&approach=2",
+        "[hazards]\nenabled = true\n[hazards.classes]\nbox = { height_m = 0.5 }\n\
+         [latency]\ndeadline_ms = 1\nstale_ms = 3000\n",
+    );
+    let mut c = d.connect();
+    let mut truth_by_seq: Option<(u64, Vec<GroundTruth>, Vec<Value>)> = None;
+    // (seq, capture time) of recent frames: the source's real frame rate, to put the scene's
+    // time to contact (in frames) in seconds of capture time even when a loaded machine makes
+    // the source fall behind its 30 fps.
+    let mut recent: std::collections::VecDeque<(u64, u64)> = Default::default();
+    let (mut hazards, mut compared, mut errors, mut misses_seen) = (0, 0, Vec::new(), false);
+    let mut tracked_dets = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) && (hazards < 150 || !misses_seen) {
+        let v = read(&mut c);
+        match v["type"].as_str().unwrap() {
+            "detections" => {
+                #[derive(Deserialize)]
+                struct Dets {
+                    seq: u64,
+                    capture_mono_ns: u64,
+                    truth: Vec<GroundTruth>,
+                    detections: Vec<Value>,
+                }
+                let m = Dets::deserialize(&v).unwrap();
+                recent.push_back((m.seq, m.capture_mono_ns));
+                while recent.front().is_some_and(|f| m.capture_mono_ns - f.1 > 1_000_000_000) {
+                    recent.pop_front();
+                }
+                tracked_dets += m.detections.iter().filter(|d| d["track_id"].is_u64()).count();
+                truth_by_seq = Some((m.seq, m.truth, m.detections));
+            }
+            "hazards" => {
+                let h = Hazards::deserialize(&v).unwrap_or_else(|e| panic!("{e}: {v}"));
+                hazards += 1;
+                assert_eq!((h.r#type.as_str(), h.schema, h.blind), ("hazards", 1, false));
+                let (seq, truth, dets) = truth_by_seq.take().expect("hazards follow their detections");
+                assert_eq!(h.seq, seq, "the hazards of the frame just published");
+                assert!(h.publish_mono_ns >= h.capture_mono_ns && h.frame_age_ms >= 0.0);
+                assert!((h.fov_deg[0] + 31.1).abs() < 0.01 && (h.fov_deg[1] - 31.1).abs() < 0.01, "{h:?}");
+                assert_eq!(h.zones.len(), 3);
+                assert!(LEVELS.contains(&h.level.as_str()));
+                let worst = h.zones.iter().map(|z| LEVELS.iter().position(|l| *l == z.level).unwrap()).max();
+                assert_eq!(LEVELS[worst.unwrap()], h.level, "the message's level is its worst zone's");
+                for (i, z) in h.zones.iter().enumerate() {
+                    assert!(
+                        (z.to_deg - z.from_deg - 62.2 / 3.0).abs() < 0.01
+                            && LEVELS.contains(&z.level.as_str())
+                    );
+                    if z.level != "clear" {
+                        let o = h
+                            .obstacles
+                            .iter()
+                            .find(|o| Some(o.track_id) == z.track_id)
+                            .expect("zone's obstacle");
+                        assert_eq!(o.level, z.level, "zone {i}");
+                        assert_eq!((o.ttc_s, o.range_estimate_m), (z.ttc_s, z.range_estimate_m));
+                    }
+                }
+                for o in &h.obstacles {
+                    assert!(
+                        o.track_id > 0 && ["approaching", "receding", "steady"].contains(&o.trend.as_str())
+                    );
+                    assert!(o.azimuth_span_deg[0] <= o.azimuth_deg && o.azimuth_deg <= o.azimuth_span_deg[1]);
+                    assert!((0.0..=1.0).contains(&o.ttc_confidence) && o.ttc_s.is_none_or(|t| t >= 0.0));
+                    assert_eq!(o.range_estimate_m.is_some(), o.class == "box", "sizes only for box: {o:?}");
+                    // The obstacle is one of the frame's detections, numbered the same.
+                    assert!(dets
+                        .iter()
+                        .any(|d| d["track_id"] == o.track_id
+                            && d["x1"].as_f64().map(|x| x as f32) == Some(o.x1)));
+                    let _ = (o.class_id, o.score, o.y1, o.y2, o.elevation_deg, o.velocity_px_s);
+                    // Its time to contact against the scene's, when it is sure of it.
+                    let (Some(ttc), true) = (o.ttc_s, o.ttc_confidence >= 0.5) else { continue };
+                    let Some(g) = truth.iter().filter(|g| g.ttc_frames.is_some()).max_by(|a, b| {
+                        let iou_of =
+                            |g: &GroundTruth| iou([o.x1, o.y1, o.x2, o.y2], [g.x1, g.y1, g.x2, g.y2]);
+                        iou_of(a).total_cmp(&iou_of(b))
+                    }) else {
+                        continue;
+                    };
+                    if iou([o.x1, o.y1, o.x2, o.y2], [g.x1, g.y1, g.x2, g.y2]) < 0.5 {
+                        continue;
+                    }
+                    let (first, last) = (recent.front().unwrap(), recent.back().unwrap());
+                    if last.1 - first.1 < 500_000_000 {
+                        continue;
+                    }
+                    let fps = (last.0 - first.0) as f64 / ((last.1 - first.1) as f64 / 1e9);
+                    let want = g.ttc_frames.unwrap() as f64 / fps;
+                    compared += 1;
+                    errors.push(((ttc - want) / want).abs());
+                }
+            }
+            "stats" => {
+                if let Some(dl) = v.get("deadline").filter(|d| d.is_object()) {
+                    let by: u64 =
+                        dl["by_stage"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+                    assert_eq!(by, dl["missed"].as_u64().unwrap(), "{dl}");
+                    assert_eq!(dl["ms"], 1.0);
+                    misses_seen |= dl["missed"].as_u64().unwrap() > 0;
+                }
+                assert!(v["blind"].is_null(), "not blind while frames come: {v}");
+            }
+            _ => {}
+        }
+    }
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(hazards >= 150 && misses_seen, "{hazards} hazards messages, misses seen {misses_seen}:\n{err}");
+    assert!(tracked_dets > hazards, "detections carry their track numbers");
+    errors.sort_by(f64::total_cmp);
+    assert!(compared >= 20, "only {compared} confident times to contact on approaching objects");
+    let median = errors[errors.len() / 2];
+    let p90 = errors[errors.len() * 9 / 10];
+    eprintln!(
+        "time to contact against the truth: median relative error {median:.3}, p90 {p90:.3}, over {compared}"
+    );
+    assert!(median < 0.2, "median relative error of the time to contact {median:.3} over {compared}");
+    assert!(err.contains("past the 1 ms deadline"), "the log line counts the misses:\n{err}");
+}
+
+#[test]
+fn a_missing_camera_makes_the_daemon_blind_and_it_says_why() {
+    let dir = tmpdir("blind");
+    let d = start(
+        &dir,
+        "v4l2:///dev/video-none-jd?timeout_ms=100",
+        "[hazards]\nenabled = true\n[latency]\nstale_ms = 300\n",
+    );
+    let mut c = d.connect();
+    let (mut blind_msgs, mut stats_blind) = (Vec::new(), false);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) && (blind_msgs.len() < 3 || !stats_blind) {
+        let v = read(&mut c);
+        match v["type"].as_str().unwrap() {
+            "hazards" => {
+                let b = Blind::deserialize(&v).unwrap_or_else(|e| panic!("{e}: {v}"));
+                assert!(b.blind && b.r#type == "hazards" && b.schema == 1);
+                assert_eq!(b.reason, "camera", "{b:?}");
+                assert!(b.detail.contains("/dev/video-none-jd: cannot open"), "{b:?}");
+                assert!(b.frame_age_ms > 300.0 && b.zones.is_empty() && b.obstacles.is_empty());
+                let _ = b.throttling;
+                blind_msgs.push((Instant::now(), b.publish_mono_ns));
+            }
+            "stats" => stats_blind |= v["blind"]["reason"] == "camera",
+            "detections" => panic!("no camera, no detections: {v}"),
+            _ => {}
+        }
+    }
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        blind_msgs.len() >= 3 && stats_blind,
+        "{} blind messages, stats blind {stats_blind}:\n{err}",
+        blind_msgs.len()
+    );
+    // Repeated at the stale_ms rate, not every 20 ms tick.
+    let gap = (blind_msgs[2].1 - blind_msgs[1].1) as f64 / 1e6;
+    assert!((250.0..2000.0).contains(&gap), "{gap} ms between blind messages");
+    assert!(err.contains("blind: no fresh frame for") && err.contains("camera: /dev/video-none-jd"), "{err}");
+    assert!(err.contains("no frame processed in the last"), "the periodic line says so:\n{err}");
+}
