@@ -7,6 +7,8 @@ Connects to the daemon's UNIX socket, reads one JSON object per line
 (docs/protocol.md) and prints each frame's detections with the delivery
 latency measured here: capture_mono_ns is CLOCK_MONOTONIC, the same clock as
 time.monotonic_ns(), so the difference is the age of the frame on arrival.
+With [hazards] on, it prints each frame's zones and approaching obstacles, and
+BLIND when the daemon has no fresh frame.
 """
 import json
 import socket
@@ -32,6 +34,19 @@ for line in sock.makefile("r", encoding="utf-8"):
             for d in msg["detections"]
         )
         print(f"#{msg['seq']:<6} {arrival_ms:6.1f} ms since capture  {objects}")
+    elif kind == "hazards" and msg["blind"]:
+        print(f"BLIND ({msg['reason']}): {msg['detail']}; newest frame {msg['frame_age_ms']:.0f} ms old")
+    elif kind == "hazards":
+        zones = " ".join(
+            f"[{z['level']}]" if z["track_id"] is None or z["level"] == "clear"
+            else f"[{z['level'].upper()} #{z['track_id']} {z['ttc_s']:.1f}s]"
+            for z in msg["zones"]
+        )
+        closing = ", ".join(
+            f"{o['class']}#{o['track_id']} {o['azimuth_deg']:+.0f}deg ttc {o['ttc_s']:.1f}s"
+            for o in msg["obstacles"] if o["trend"] == "approaching" and o["ttc_s"] is not None
+        )
+        print(f"#{msg['seq']:<6} zones {zones}" + (f"  approaching: {closing}" if closing else ""))
     elif kind == "stats":
         e2e = msg["latency_ms"]["end_to_end"]
         print(f"stats: {msg['fps']['processed']:.1f} fps, p50 {e2e['p50']:.1f} p99 {e2e['p99']:.1f} ms, "

@@ -185,7 +185,12 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     use std::sync::Arc;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(mut config) = onnxruntime_cpu() else { return };
-    config.source.uri = "synthetic://?width=640&height=480&fps=0&format=yuyv&objects=6&seed=9".into();
+    config.source.uri =
+        "synthetic://?width=640&height=480&fps=0&format=yuyv&objects=6&seed=9&approach=2".into();
+    // Tracking, times to contact, zones and the deadline count run too (a 1 ms deadline: every
+    // frame misses it).
+    config.hazards.enabled = true;
+    config.latency.deadline_ms = 1.0;
     let socket = std::env::temp_dir().join(format!("jetdetect-alloc-{}.sock", std::process::id()));
     config.output.socket = socket.clone();
     config.output.stats_interval_s = 3600;

@@ -22,6 +22,21 @@ pub struct Assignment {
 }
 
 impl Assignment {
+    /// A solver with room for `rows` x `cols` without growing.
+    pub fn with_capacity(rows: usize, cols: usize) -> Assignment {
+        let n = rows.max(cols) + 1;
+        Assignment {
+            cost: Vec::with_capacity(rows * cols),
+            u: Vec::with_capacity(n),
+            v: Vec::with_capacity(n),
+            p: Vec::with_capacity(n),
+            way: Vec::with_capacity(n),
+            minv: Vec::with_capacity(n),
+            used: Vec::with_capacity(n),
+            pairs: Vec::with_capacity(n),
+        }
+    }
+
     /// Matches `rows` to `cols` at the least total cost `cost(r, c)`, keeping only pairs cheaper
     /// than `limit`; the result is in [`Assignment::pairs`], sorted by row.
     pub fn solve(&mut self, rows: usize, cols: usize, limit: f64, cost: impl Fn(usize, usize) -> f64) {

@@ -127,7 +127,8 @@ impl Tracker {
             tracks: Vec::with_capacity(64),
             next_id: 1,
             frames: 0,
-            assignment: Assignment::default(),
+            // 64 tracks against 128 boxes before any buffer grows.
+            assignment: Assignment::with_capacity(64, 128),
             high: Vec::with_capacity(128),
             low: Vec::with_capacity(128),
             pool: Vec::with_capacity(128),
