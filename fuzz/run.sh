@@ -11,9 +11,6 @@
 # Needs a nightly toolchain and cargo-fuzz (`rustup toolchain install nightly --profile minimal`,
 # `cargo install cargo-fuzz`); FUZZ_INSTALL=1 installs both. Built without a sanitizer (`-s none`:
 # the crate has no unsafe code on these paths) but with debug assertions and overflow checks.
-# FUZZ_DEV=1 builds the targets unoptimised (`cargo fuzz run --dev`): 280 s instead of 650 s on
-# 2 cores, each run about 4 times slower (CI's short runs use it; the figures in
-# docs/reliability.md come from the optimised build).
 # Seeds come from the repository (configs, the test JPEG). The corpus grows in fuzz/corpus/
 # (ignored by git). Exit 1 on any crash, timeout or out-of-memory: the input is saved in
 # fuzz/artifacts/<target>/ and `cargo +nightly fuzz run -s none <target> <file>` replays it.
@@ -48,7 +45,7 @@ status=0
 for t in "${TARGETS[@]}"; do
     echo "fuzz: $t for $SECS s"
     log=/tmp/jetdetect-fuzz-$t.log
-    if cargo +nightly fuzz run ${FUZZ_DEV:+--dev} -s none "$t" "corpus/$t" -- \
+    if cargo +nightly fuzz run -s none "$t" "corpus/$t" -- \
             -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
         runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
         cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+' || echo '?')
