@@ -168,7 +168,7 @@ pub fn format_human(msg: &Value) -> Option<String> {
                 .collect();
             Some(format!(
                 "#{:<6} zones {}  age {:.1} ms{}{}",
-                msg["seq"],
+                msg["seq"].as_u64().unwrap_or(0),
                 zones.join(" "),
                 f(&msg["frame_age_ms"]),
                 if approaching.is_empty() { "" } else { "  approaching: " },
@@ -199,5 +199,26 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"type":"bye","reason":"signal"}"#).unwrap();
         assert_eq!(format_human(&b).unwrap(), "jetdetect stopped (signal)");
         assert!(format_human(&serde_json::json!({"type": "future"})).is_none());
+    }
+
+    #[test]
+    fn hazards_show_the_zones_the_approaching_obstacles_and_blindness() {
+        let h = serde_json::json!({"type": "hazards", "seq": 9, "blind": false, "frame_age_ms": 41.2,
+            "zones": [{"level": "clear", "track_id": null}, {"level": "danger", "track_id": 3, "ttc_s": 1.44},
+                      {"level": "caution", "track_id": 4, "ttc_s": 3.0}],
+            "obstacles": [{"class": "ball", "track_id": 3, "azimuth_deg": -2.4, "trend": "approaching",
+                           "ttc_s": 1.44, "range_estimate_m": 2.04},
+                          {"class": "box", "track_id": 5, "azimuth_deg": 20.0, "trend": "receding", "ttc_s": null}]});
+        let line = format_human(&h).unwrap();
+        assert_eq!(
+            line,
+            "#9      zones [clear] [DANGER #3 1.4s] [CAUTION #4 3.0s]  age 41.2 ms  approaching: ball#3 -2deg ttc 1.4s ~2.0m"
+        );
+        let b = serde_json::json!({"type": "hazards", "blind": true, "reason": "camera",
+            "detail": "/dev/video0: cannot open", "frame_age_ms": 1532.0, "throttling": true});
+        assert_eq!(
+            format_human(&b).unwrap(),
+            "BLIND (camera): /dev/video0: cannot open; newest frame 1532 ms old; the board is throttling"
+        );
     }
 }

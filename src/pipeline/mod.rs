@@ -478,3 +478,36 @@ fn print_summary(frames: &FrameCounters, total: &LatencyStats, seconds: f64, rea
         eprintln!("{stage:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3}", p.p50, p.p90, p.p99, p.max);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blindness_is_put_down_to_the_camera_to_inference_or_to_nothing_coming() {
+        let streaming = SourceState { state: "streaming", error: None, faults: 0 };
+        let gone = SourceState {
+            state: "unavailable",
+            error: Some("/dev/video0: cannot open: No such device".into()),
+            faults: 1,
+        };
+        let mut t = Telemetry::default();
+        let age = Duration::from_millis(750);
+        let b = diagnose(age, &gone, 0, &t);
+        assert_eq!(
+            (b.reason, b.detail.as_str(), b.for_ms),
+            (BlindReason::Camera, "/dev/video0: cannot open: No such device", 750.0)
+        );
+        let b = diagnose(age, &streaming, 12, &t);
+        assert_eq!(b.reason, BlindReason::Inference);
+        assert!(
+            b.detail.contains("12 frames captured in 750 ms but none got through inference"),
+            "{}",
+            b.detail
+        );
+        t.throttling = true;
+        let b = diagnose(age, &streaming, 0, &t);
+        assert_eq!((b.reason, b.throttling), (BlindReason::NoFrames, true));
+        assert!(b.detail.contains("no frame for 750 ms"), "{}", b.detail);
+    }
+}

@@ -38,6 +38,14 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// An empty folder for one test: `jd-<suite>-<pid>-<name>` in the temporary directory.
+pub fn fresh_dir(suite: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jd-{suite}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Files that are readings, not settings: the hardware moves them on its own (the board emulator
 /// does too), so a profile may write one (the EMC `rate`, when it locks the EMC) but never saves or
 /// restores it, as jetson_clocks does. [`snapshot`] keeps their names, not their contents.

@@ -16,10 +16,7 @@ use serde_json::Value;
 use crate::common::{repo as root, Daemon};
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("jd-daemon-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::fresh_dir("daemon", name)
 }
 
 /// Writes a config for `source` publishing on `dir/d.sock`.

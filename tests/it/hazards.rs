@@ -15,10 +15,7 @@ use serde_json::Value;
 use crate::common::{repo, Daemon};
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("jd-hazards-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::fresh_dir("hazards", name)
 }
 
 fn start(dir: &Path, source: &str, extra: &str) -> Daemon {
