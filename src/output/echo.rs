@@ -18,7 +18,6 @@ pub struct Echo {
     names: Option<ClassNames>,
     line: Vec<u8>,
     closed: bool,
-    blind_said: Option<Instant>,
 }
 
 impl Echo {
@@ -59,16 +58,10 @@ impl Output for Echo {
     }
 
     fn tick(&mut self, health: &Health) {
-        match health.blind {
-            Some(b) if self.blind_said.is_none_or(|t| t.elapsed() >= health.stale) => {
-                let now = Instant::now();
-                self.line.clear();
-                protocol::write_blind(&mut self.line, b, now);
-                self.print();
-                self.blind_said = Some(now);
-            }
-            Some(_) => {}
-            None => self.blind_said = None,
+        if let (Some(b), true) = (health.blind, health.blind_notice) {
+            self.line.clear();
+            protocol::write_blind(&mut self.line, b, Instant::now());
+            self.print();
         }
     }
 }

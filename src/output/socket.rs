@@ -360,7 +360,6 @@ pub struct SocketOutput {
     names: Option<ClassNames>,
     line: Vec<u8>,
     hazards: bool,
-    blind_sent: Option<Instant>,
 }
 
 impl SocketOutput {
@@ -376,7 +375,6 @@ impl SocketOutput {
             names: None,
             line: Vec::with_capacity(64 * 1024),
             hazards: false,
-            blind_sent: None,
         }
     }
 
@@ -423,16 +421,10 @@ impl Output for SocketOutput {
         if !self.hello.is_empty() {
             server.accept(&self.hello);
         }
-        match health.blind {
-            Some(b) if self.hazards && self.blind_sent.is_none_or(|t| t.elapsed() >= health.stale) => {
-                let now = Instant::now();
-                self.line.clear();
-                protocol::write_blind(&mut self.line, b, now);
-                server.broadcast(&self.line);
-                self.blind_sent = Some(now);
-            }
-            Some(_) => {}
-            None => self.blind_sent = None,
+        if let (Some(b), true) = (health.blind, self.hazards && health.blind_notice) {
+            self.line.clear();
+            protocol::write_blind(&mut self.line, b, Instant::now());
+            server.broadcast(&self.line);
         }
         server.flush();
     }

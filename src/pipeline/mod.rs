@@ -423,6 +423,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
             stopping: stop.load(Ordering::Relaxed),
             blind: blind.as_ref(),
             stale: config.latency.stale(),
+            blind_notice: false,
         });
         if publisher.interval_due() {
             model_file.check();

@@ -68,8 +68,11 @@ pub struct Health<'a> {
     pub stopping: bool,
     /// No fresh frame within `[latency] stale_ms`: why.
     pub blind: Option<&'a Blind>,
-    /// `[latency] stale_ms`, for outputs that repeat a blind notice at that rate.
+    /// `[latency] stale_ms`.
     pub stale: Duration,
+    /// Set by the publisher: while blind, a notice is due (when blindness starts, then every
+    /// `stale`). Outputs that publish blind notices send one exactly then.
+    pub blind_notice: bool,
 }
 
 /// Something published frames and statistics go to. Every method runs on the publisher
@@ -111,6 +114,7 @@ pub struct Publisher {
     misses_total: DeadlineMisses,
     newest: Option<Instant>,
     blind: Option<Blind>,
+    blind_noticed: Option<Instant>,
 }
 
 impl Publisher {
@@ -130,6 +134,7 @@ impl Publisher {
             misses_total: DeadlineMisses::default(),
             newest: None,
             blind: None,
+            blind_noticed: None,
         }
     }
 
@@ -138,11 +143,6 @@ impl Publisher {
     pub fn stale_for(&self) -> Option<Duration> {
         let age = self.newest.unwrap_or(self.started).elapsed();
         (age > self.contract.stale()).then_some(age)
-    }
-
-    /// Whether a frame was ever published.
-    pub fn has_published(&self) -> bool {
-        self.newest.is_some()
     }
 
     /// Opens every output ([`Output::open`]).
@@ -192,8 +192,16 @@ impl Publisher {
             _ => {}
         }
         self.blind = health.blind.cloned();
+        let blind_notice =
+            health.blind.is_some() && self.blind_noticed.is_none_or(|t| t.elapsed() >= health.stale);
+        match (health.blind, blind_notice) {
+            (None, _) => self.blind_noticed = None,
+            (Some(_), true) => self.blind_noticed = Some(Instant::now()),
+            (Some(_), false) => {}
+        }
+        let health = Health { blind_notice, ..*health };
         for o in &mut self.outputs {
-            o.tick(health);
+            o.tick(&health);
         }
     }
 
