@@ -150,6 +150,9 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "no message".into())
 }
 
+/// Reports queued between inference and the publisher at most.
+const REPORTS_QUEUED: usize = 4;
+
 fn capture_loop(
     mut src: Box<dyn FrameSource>,
     slot: Arc<LatestSlot<Frame>>,
@@ -209,6 +212,9 @@ fn inference_loop(
     shared: Arc<Shared>,
 ) {
     let mut last_error_log: Option<Instant> = None;
+    // A report the publisher had no room for, filled again with the next frame rather than
+    // dropped (a dropped report is a new one to allocate).
+    let mut spare: Option<FrameReport> = None;
     loop {
         shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
         let frame = match slot.take(Duration::from_millis(200)) {
@@ -220,7 +226,7 @@ fn inference_loop(
         crate::fault::stage("inference", shared.processed.load(Ordering::Relaxed) + 1);
         match detector.detect(&frame) {
             Ok(dets) => {
-                let mut r = recycled.try_recv().unwrap_or_default();
+                let mut r = spare.take().or_else(|| recycled.try_recv().ok()).unwrap_or_default();
                 r.detections.clear();
                 r.detections.extend_from_slice(dets);
                 r.truth.clone_from(&frame.truth);
@@ -244,8 +250,9 @@ fn inference_loop(
                 shared.processed.fetch_add(1, Ordering::Relaxed);
                 match reports.try_send(r) {
                     Ok(()) => {}
-                    Err(TrySendError::Full(_)) => {
-                        log::warn!("publisher is behind: frame {} not published", frame.seq)
+                    Err(TrySendError::Full(r)) => {
+                        log::warn!("publisher is behind: frame {} not published", frame.seq);
+                        spare = Some(r);
                     }
                     Err(TrySendError::Disconnected(_)) => break,
                 }
@@ -361,8 +368,13 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     let slot = Arc::new(LatestSlot::<Frame>::new());
     let shared = Arc::new(Shared::default());
     shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
-    let (report_tx, report_rx) = sync_channel::<FrameReport>(4);
-    let (recycle_tx, recycle_rx) = sync_channel::<FrameReport>(8);
+    // Every report that can exist at once is made here: the channel's, the one being published
+    // and the one being filled. However the threads are scheduled, none is made per frame.
+    let (report_tx, report_rx) = sync_channel::<FrameReport>(REPORTS_QUEUED);
+    let (recycle_tx, recycle_rx) = sync_channel::<FrameReport>(REPORTS_QUEUED + 2);
+    for _ in 0..REPORTS_QUEUED + 2 {
+        let _ = recycle_tx.try_send(FrameReport::new());
+    }
     let capture = {
         let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
         std::thread::Builder::new()

@@ -52,7 +52,7 @@ impl FrameReport {
             infer_end: now,
             times: StageTimes::default(),
             detections: Vec::with_capacity(128),
-            truth: Vec::new(),
+            truth: Vec::with_capacity(32),
             hazards: HazardFrame::with_capacity(128),
         }
     }
