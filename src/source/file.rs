@@ -133,7 +133,7 @@ impl FileSource {
                     path.display()
                 )));
             }
-            if len % frame_len != 0 {
+            if !len.is_multiple_of(frame_len) {
                 log::warn!(
                     "{}: {} whole {width}x{height} {format} frames and {} trailing bytes, which are ignored: check the geometry if this is unexpected",
                     path.display(),

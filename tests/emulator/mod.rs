@@ -258,7 +258,7 @@ impl Model {
                     Some("1") => self.num(&format!("{dir}/clk_update_rate")),
                     _ => {
                         self.emc_reads += 1;
-                        Some(if self.emc_reads % 2 == 0 { 204_000_000 } else { 1_600_000_000 })
+                        Some(if self.emc_reads.is_multiple_of(2) { 204_000_000 } else { 1_600_000_000 })
                     }
                 }
             }

@@ -212,7 +212,7 @@ impl Sampler {
 
     fn frame(&mut self) {
         self.seen += 1;
-        if self.seen > self.skip && (self.seen - self.skip - 1) % self.every == 0 {
+        if self.seen > self.skip && (self.seen - self.skip - 1).is_multiple_of(self.every) {
             let first = self.trace.is_empty();
             let rss = rss_kib();
             self.rss.add(rss, first);

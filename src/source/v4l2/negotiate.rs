@@ -177,8 +177,8 @@ pub fn choose(req: &Request, offers: &[FormatOffer]) -> Result<(Choice, Option<S
             SizeOffer::Stepwise { min_w, max_w, step_w, min_h, max_h, step_h } => {
                 (min_w..=max_w).contains(&req.width)
                     && (min_h..=max_h).contains(&req.height)
-                    && (req.width - min_w) % step_w == 0
-                    && (req.height - min_h) % step_h == 0
+                    && (req.width - min_w).is_multiple_of(step_w)
+                    && (req.height - min_h).is_multiple_of(step_h)
             }
         });
         if exact {
