@@ -9,7 +9,7 @@
 //! noise. Objects bounce off the frame edges and may occlude each other; the
 //! ground truth says how much of each is visible.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::uri::SourceUri;
 use super::{FrameSource, Pacer, SourceError};
@@ -335,6 +335,8 @@ pub struct SyntheticSource {
     pacer: Pacer,
     max_frames: u64,
     next_index: u64,
+    /// Before this frame, the camera goes silent for `stall.1` (once).
+    stall: Option<(u64, Duration)>,
     rgb: Vec<u8>,
     ids: Vec<u8>,
     truth: Vec<GroundTruth>,
@@ -342,12 +344,15 @@ pub struct SyntheticSource {
 }
 
 /// Query keys `synthetic://` accepts.
-pub const KEYS: [&str; 8] = ["width", "height", "fps", "format", "seed", "objects", "frames", "approach"];
+pub const KEYS: [&str; 10] =
+    ["width", "height", "fps", "format", "seed", "objects", "frames", "approach", "stall", "stall_ms"];
 
 impl SyntheticSource {
     /// Opens `synthetic://?width=..&height=..&fps=..&format=..&seed=..&objects=..&frames=..&approach=..`.
     /// `fps=0` delivers frames as fast as they are asked for; `frames=0` never ends;
-    /// `approach=N`: the first N objects close in on the camera ([`Scene::with_approach`]).
+    /// `approach=N`: the first N objects close in on the camera ([`Scene::with_approach`]);
+    /// `stall=N&stall_ms=M`: after N frames the camera delivers nothing for M ms (2000 by
+    /// default), once, as a camera that freezes and recovers (the blind path, end to end).
     pub fn open(uri: &SourceUri) -> Result<SyntheticSource, SourceError> {
         let bad = |m: String| SourceError::Config(m);
         uri.check_keys(&KEYS)?;
@@ -365,6 +370,8 @@ impl SyntheticSource {
         let objects = uri.get_in("objects", 4usize, 0, 32)?;
         let max_frames = uri.get("frames", 0u64)?;
         let approaching = uri.get_in("approach", 0usize, 0, objects)?;
+        let stall_at = uri.get("stall", 0u64)?;
+        let stall_ms = uri.get_in("stall_ms", 2000u64, 1, 600_000)?;
         if format.frame_len(width, height).is_none() {
             return Err(bad(format!(
                 "{}: {width}x{height} is not a valid size for {format} (4:2:2 needs an even width, 4:2:0 even width and height)",
@@ -377,6 +384,7 @@ impl SyntheticSource {
             pacer: Pacer::new(fps),
             max_frames,
             next_index: 0,
+            stall: (stall_at > 0).then(|| (stall_at, Duration::from_millis(stall_ms))),
             rgb: Vec::new(),
             ids: Vec::new(),
             truth: Vec::new(),
@@ -393,6 +401,11 @@ impl FrameSource for SyntheticSource {
     fn next_frame(&mut self, frame: &mut Frame) -> Result<bool, SourceError> {
         if self.max_frames > 0 && self.next_index >= self.max_frames {
             return Ok(false);
+        }
+        if let Some((at, pause)) = self.stall.filter(|(at, _)| *at == self.next_index) {
+            log::info!("{}: stalling for {} ms before frame {at}, as asked", self.text, pause.as_millis());
+            std::thread::sleep(pause);
+            self.stall = None;
         }
         self.pacer.wait();
         let t = self.next_index;
@@ -510,5 +523,28 @@ mod tests {
         assert!(src.next_frame(&mut f).unwrap());
         assert_eq!(f.seq, 1);
         assert!(!src.next_frame(&mut f).unwrap(), "frames=2 ends the stream");
+    }
+
+    #[test]
+    fn a_stall_holds_back_one_frame_once() {
+        let mut src =
+            SyntheticSource::open(&SourceUri::parse("synthetic://?width=32&height=32&fps=0&stall=2&stall_ms=300").unwrap())
+                .unwrap();
+        let mut f = Frame::empty();
+        let mut gaps = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            assert!(src.next_frame(&mut f).unwrap());
+            gaps.push((f.seq, t.elapsed()));
+        }
+        // Frame 2 comes after the stall (a lower bound only: a loaded machine may be slower).
+        let stalled: Vec<u64> = gaps.iter().filter(|g| g.1 >= Duration::from_millis(300)).map(|g| g.0).collect();
+        assert!(stalled.contains(&2), "{gaps:?}");
+        assert!(gaps[3].1 < gaps[2].1 && gaps[4].1 < gaps[2].1, "once: {gaps:?}");
+        assert!(SyntheticSource::open(&SourceUri::parse("synthetic://?stall=3&stall_ms=0").unwrap())
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("stall_ms"));
     }
 }
