@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
 use crate::hazard::{CameraConfig, HazardsConfig};
+use crate::output::mavlink::MavlinkConfig;
 use crate::power::PowerConfig;
 use crate::preprocess;
 use crate::source::SourceUri;
@@ -175,6 +176,9 @@ pub struct OutputConfig {
     pub client_buffer_kib: usize,
     /// Seconds between `stats` messages and log lines (1..=3600).
     pub stats_interval_s: u64,
+    /// `[output.mavlink]`: obstacles to a flight controller; absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mavlink: Option<MavlinkConfig>,
 }
 
 impl Default for OutputConfig {
@@ -184,6 +188,7 @@ impl Default for OutputConfig {
             socket_group: String::new(),
             client_buffer_kib: 256,
             stats_interval_s: 5,
+            mavlink: None,
         }
     }
 }
@@ -536,6 +541,18 @@ impl Config {
             }
         })?;
         self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
+        if let Some(m) = &self.output.mavlink {
+            m.validate().map_err(|(key, msg)| err("output.mavlink", key, msg))?;
+            if !self.hazards.enabled {
+                return Err(err(
+                    "output.mavlink",
+                    "url",
+                    "the MAVLink output sends the hazard layer's obstacles: set [hazards] enabled = true \
+                     (and give [hazards.classes] sizes, which the ranges come from)"
+                        .into(),
+                ));
+            }
+        }
         let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m.to_string()))?;
         if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
             return Err(err(

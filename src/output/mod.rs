@@ -1,9 +1,11 @@
 //! Where detections go. Each output implements [`Output`] (`pipeline::publish`): the UNIX socket
-//! and its protocol, the optional Prometheus endpoint, systemd notifications, and `--echo`.
+//! and its protocol, the optional Prometheus endpoint, systemd notifications, `--echo`, and
+//! MAVLink to a flight controller (`[output.mavlink]`).
 //! Outputs read finished frame reports and interval figures; they never reach back into the
 //! pipeline's stages. A new output is a file here, its config section, and one line in [`open`].
 
 pub mod echo;
+pub mod mavlink;
 pub mod metrics;
 pub mod notify;
 pub mod protocol;
@@ -26,6 +28,9 @@ pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
                 .with_hazards(config.hazards.enabled),
         ),
     ];
+    if let Some(m) = &config.output.mavlink {
+        outputs.push(Box::new(mavlink::MavlinkOutput::new(m)));
+    }
     if !config.metrics.listen.is_empty() {
         outputs.push(Box::new(metrics::MetricsOutput::new(&config.metrics.listen)));
     }

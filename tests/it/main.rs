@@ -21,6 +21,7 @@ mod daemon;
 mod dla_form;
 mod faults;
 mod hazards;
+mod mavlink;
 mod onnxruntime;
 mod power;
 mod properties;

@@ -1,0 +1,330 @@
+//! The MAVLink output's sending thread. It keeps the connection (a serial port or TCP peer that
+//! went away is reopened once a second, for as long as the daemon runs), sends the HEARTBEAT,
+//! each frame's messages and the repeats that hold the rate floor, and drains what the flight
+//! controller sends (that is how `udpin` learns where to reply, and how the log can say which
+//! autopilot is there). Failures are logged at once, then at most every 10 s with a count.
+//!
+//! Everything here may block (a full serial buffer, a TCP peer that stopped reading, a slow
+//! `connect`): that is why it is a thread of its own. The publisher only ever takes the slot's
+//! lock for a copy.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mavlink::dialects::ardupilotmega::{
+    MavAutopilot, MavMessage, MavSeverity, OBSTACLE_DISTANCE_3D_DATA, OBSTACLE_DISTANCE_DATA,
+};
+use mavlink::error::{MessageReadError, MessageWriteError};
+use mavlink::{MavConnection, MavHeader, MavlinkVersion};
+
+use super::{encode, Counters, MavlinkConfig, Phase, Shared, MAX_OBSTACLES_3D};
+
+/// How often a lost connection is tried again.
+const RECONNECT: Duration = Duration::from_secs(1);
+/// The least time between two log lines about the same kind of failure.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+/// How often the thread wakes to read what the flight controller sent, at least.
+const POLL: Duration = Duration::from_millis(50);
+/// The most incoming messages read per wake-up.
+const READ_BURST: usize = 32;
+
+/// Logs a kind of failure at once, then at most every [`LOG_EVERY`], with how many went unlogged.
+#[derive(Default)]
+struct Throttle {
+    last: Option<Instant>,
+    quiet: u64,
+}
+
+impl Throttle {
+    fn warn(&mut self, what: fmt::Arguments<'_>) {
+        if self.last.is_some_and(|t| t.elapsed() < LOG_EVERY) {
+            self.quiet += 1;
+            return;
+        }
+        match self.quiet {
+            0 => log::warn!("{what}"),
+            n => log::warn!("{what} ({n} more since the last report)"),
+        }
+        self.last = Some(Instant::now());
+        self.quiet = 0;
+    }
+}
+
+/// How a failed send is handled.
+enum Failure {
+    /// The peer is not taking data (a full buffer): the message is dropped, the link kept.
+    Busy(io::Error),
+    /// The link is broken: it is closed and opened again.
+    Broken(io::Error),
+}
+
+fn classify(e: MessageWriteError) -> Failure {
+    let e = match e {
+        MessageWriteError::Io(e) => e,
+        other => io::Error::other(other.to_string()),
+    };
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Failure::Busy(e),
+        _ => Failure::Broken(e),
+    }
+}
+
+/// What one frame's messages are, as the thread keeps them between frames.
+struct Latest {
+    distance: OBSTACLE_DISTANCE_DATA,
+    obstacles: Vec<OBSTACLE_DISTANCE_3D_DATA>,
+    /// A frame's messages are held.
+    held: bool,
+    /// When they were last sent.
+    sent: Option<Instant>,
+}
+
+/// The connection and its bookkeeping.
+struct Link<'a> {
+    config: &'a MavlinkConfig,
+    counters: &'a Counters,
+    header: MavHeader,
+    conn: Option<mavlink::Connection<MavMessage>>,
+    next_connect: Instant,
+    connect_log: Throttle,
+    send_log: Throttle,
+    /// A peer has been heard from on this connection (udpin replies only then).
+    heard: bool,
+    /// The flight controller's HEARTBEAT has been logged on this connection.
+    autopilot_seen: bool,
+}
+
+impl Link<'_> {
+    /// Opens the connection when it is closed and a try is due; true when it was opened now.
+    fn connect(&mut self, now: Instant) -> bool {
+        if self.conn.is_some() || now < self.next_connect {
+            return false;
+        }
+        self.next_connect = now + RECONNECT;
+        match mavlink::connect::<MavMessage>(&self.config.url) {
+            Ok(mut c) => {
+                c.set_protocol_version(MavlinkVersion::V2);
+                let n = self.counters.connects.fetch_add(1, Ordering::Relaxed) + 1;
+                if n > 1 || self.connect_log.last.is_some() {
+                    log::info!("MAVLink {}: connected (connection {n})", self.config.url);
+                }
+                self.connect_log = Throttle::default();
+                self.conn = Some(c);
+                self.heard = false;
+                self.autopilot_seen = false;
+                true
+            }
+            Err(e) => {
+                self.connect_log.warn(format_args!(
+                    "MAVLink {}: cannot connect: {e}; trying again every {} s{}",
+                    self.config.url,
+                    RECONNECT.as_secs(),
+                    hint(&self.config.url, &e)
+                ));
+                false
+            }
+        }
+    }
+
+    /// Sends one message; a broken link is closed (and opened again later).
+    fn send(&mut self, msg: &MavMessage) {
+        let Some(conn) = &self.conn else { return };
+        match conn.send(&self.header, msg) {
+            Ok(0) => {} // udpin: nobody has spoken to us yet, so there is nowhere to reply
+            Ok(_) => {
+                self.counters.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                match classify(e) {
+                    Failure::Busy(e) => self.send_log.warn(format_args!(
+                        "MAVLink {}: the link is not taking data ({e}): messages are dropped, the pipeline runs on",
+                        self.config.url
+                    )),
+                    Failure::Broken(e) => {
+                        self.send_log.warn(format_args!(
+                            "MAVLink {}: send failed: {e}; reconnecting every {} s, the pipeline runs on",
+                            self.config.url,
+                            RECONNECT.as_secs()
+                        ));
+                        self.conn = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads what has arrived, without waiting.
+    fn drain(&mut self) {
+        for _ in 0..READ_BURST {
+            let Some(conn) = &self.conn else { return };
+            match conn.try_recv() {
+                Ok((h, msg)) => {
+                    self.heard = true;
+                    if let MavMessage::HEARTBEAT(hb) = msg {
+                        if !self.autopilot_seen && hb.autopilot != MavAutopilot::MAV_AUTOPILOT_INVALID {
+                            self.autopilot_seen = true;
+                            log::info!(
+                                "MAVLink {}: flight controller seen: system {} component {} ({:?}, {:?})",
+                                self.config.url,
+                                h.system_id,
+                                h.component_id,
+                                hb.autopilot,
+                                hb.mavtype
+                            );
+                        }
+                    }
+                }
+                Err(MessageReadError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    // A TCP peer that closed; a serial port reads no EOF (it times out).
+                    if self.config.url.starts_with("tcp") {
+                        self.send_log.warn(format_args!(
+                            "MAVLink {}: the peer closed the connection; reconnecting every {} s",
+                            self.config.url,
+                            RECONNECT.as_secs()
+                        ));
+                        self.conn = None;
+                    }
+                    return;
+                }
+                // Nothing more to read (would block, timed out) or a garbled frame: next time.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// What a connection error most likely means, for the log.
+fn hint(url: &str, e: &io::Error) -> &'static str {
+    match (url.split(':').next(), e.kind()) {
+        (Some("serial"), io::ErrorKind::NotFound) => {
+            " (no such device: is the UART enabled and the cable in? On a Jetson the 40-pin UART is /dev/ttyTHS1 or ttyTHS0)"
+        }
+        (Some("serial"), io::ErrorKind::PermissionDenied) => {
+            " (permission denied: the service needs the device's group, usually dialout, and DeviceAllow=)"
+        }
+        (Some("tcpout"), io::ErrorKind::ConnectionRefused) => " (nothing listens there yet)",
+        (Some("udpin"), io::ErrorKind::AddrInUse) => " (another program has this port: MAVProxy, mavlink-router?)",
+        _ => "",
+    }
+}
+
+/// The thread's body: runs until the phase is [`Phase::Stopping`].
+pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) {
+    let floor = Duration::from_secs_f64(1.0 / config.rate_hz);
+    let beat = Duration::from_secs_f64(1.0 / config.heartbeat_hz);
+    let mut link = Link {
+        config,
+        counters,
+        header: MavHeader {
+            system_id: config.system_id.into(),
+            component_id: config.component_id,
+            sequence: 0,
+        },
+        conn: None,
+        next_connect: Instant::now(),
+        connect_log: Throttle::default(),
+        send_log: Throttle::default(),
+        heard: false,
+        autopilot_seen: false,
+    };
+    let mut latest = Latest {
+        distance: OBSTACLE_DISTANCE_DATA::default(),
+        obstacles: Vec::with_capacity(MAX_OBSTACLES_3D),
+        held: false,
+        sent: None,
+    };
+    let mut generation = 0;
+    let mut phase = Phase::Boot;
+    let mut next_beat = Instant::now();
+    loop {
+        let mut fresh = false;
+        let mut changed = None;
+        {
+            let mut slot = shared.slot.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if slot.generation != generation || slot.phase != phase {
+                    break;
+                }
+                let now = Instant::now();
+                let mut due = next_beat.min(now + POLL);
+                if link.conn.is_none() {
+                    due = due.min(link.next_connect);
+                }
+                if let (Phase::Seeing, Some(sent)) = (phase, latest.sent) {
+                    due = due.min(sent + floor);
+                }
+                if due <= now {
+                    break;
+                }
+                slot = shared.bell.wait_timeout(slot, due - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+            if slot.generation != generation {
+                generation = slot.generation;
+                latest.distance = slot.distance.clone();
+                latest.obstacles.clear();
+                latest.obstacles.extend_from_slice(&slot.obstacles);
+                latest.held = true;
+                fresh = true;
+            }
+            if slot.phase != phase {
+                changed = Some(slot.blind_reason);
+                phase = slot.phase;
+            }
+        }
+        let now = Instant::now();
+        if link.connect(now) {
+            // A new link (a UART plugged back in) hears who we are first.
+            next_beat = now;
+        }
+        link.drain();
+        if let Some(reason) = changed {
+            // A new state goes out at once, with a line for the ground station's log.
+            next_beat = now;
+            let text = match phase {
+                Phase::Blind => Some((MavSeverity::MAV_SEVERITY_WARNING, reason)),
+                Phase::Seeing => Some((MavSeverity::MAV_SEVERITY_INFO, "seeing")),
+                Phase::Stopping => Some((MavSeverity::MAV_SEVERITY_NOTICE, "stopping")),
+                Phase::Boot | Phase::Standby => None,
+            };
+            if let Some((severity, what)) = text {
+                let mut buf = [0u8; 50];
+                let n = {
+                    use std::io::Write;
+                    let mut w = &mut buf[..];
+                    let prefix = if phase == Phase::Blind { "jetdetect: blind, " } else { "jetdetect: " };
+                    let _ = write!(w, "{prefix}{what}");
+                    50 - w.len()
+                };
+                let text = std::str::from_utf8(&buf[..n]).unwrap_or("jetdetect");
+                link.send(&MavMessage::STATUSTEXT(encode::statustext(severity, text)));
+            }
+            if phase == Phase::Blind {
+                // Silence: what was held is not repeated, and a new frame must come first.
+                latest.held = false;
+                latest.sent = None;
+            }
+        }
+        if now >= next_beat {
+            link.send(&MavMessage::HEARTBEAT(encode::heartbeat(phase.state())));
+            next_beat = now + beat;
+        }
+        if phase == Phase::Stopping {
+            return;
+        }
+        let repeat = latest.sent.is_some_and(|t| now >= t + floor);
+        if phase == Phase::Seeing && latest.held && (fresh || repeat) {
+            if config.obstacle_distance {
+                link.send(&MavMessage::OBSTACLE_DISTANCE(latest.distance.clone()));
+            }
+            if config.obstacle_distance_3d {
+                for m in &latest.obstacles {
+                    link.send(&MavMessage::OBSTACLE_DISTANCE_3D(m.clone()));
+                }
+            }
+            latest.sent = Some(now);
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! `[output.mavlink]` end to end: the daemon on a synthetic scene with known boxes sends to a
+//! UDP peer, which parses every frame with rust-mavlink (CRC, ids, fields) and checks the
+//! sectors against the scene's ground truth, the rate floor, and the silence while blind (the
+//! source stalls: `synthetic://?stall=N`). The independent check, with pymavlink and a serial
+//! link, is tests/mavlink/check.py (run by tests/mavlink/run.sh in CI).
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::net::UdpSocket;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jetdetect::frame::GroundTruth;
+use jetdetect::yolo::iou;
+use mavlink::dialects::ardupilotmega::{
+    MavAutopilot, MavDistanceSensor, MavFrame, MavMessage, MavState, MavType,
+};
+use mavlink::{MavConnection, MavHeader};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::common::{repo, Daemon};
+
+/// One received message, when it came (wall clock, µs since the epoch).
+struct Received {
+    at_us: u64,
+    at: Instant,
+    header: MavHeader,
+    msg: MavMessage,
+}
+
+fn wall_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+/// A free UDP port on 127.0.0.1.
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Receives on `udpin:127.0.0.1:port` into a channel, on a thread of its own.
+fn listen(port: u16) -> mpsc::Receiver<Received> {
+    let conn = mavlink::connect::<MavMessage>(&format!("udpin:127.0.0.1:{port}")).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || loop {
+        match conn.recv() {
+            Ok((header, msg)) => {
+                if tx.send(Received { at_us: wall_us(), at: Instant::now(), header, msg }).is_err() {
+                    return;
+                }
+            }
+            Err(e) => panic!("MAVLink receive: {e}"),
+        }
+    });
+    rx
+}
+
+fn start(dir: &Path, source: &str, extra: &str) -> Daemon {
+    let p = dir.join("jd.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\nnames = \"{}\"\n\
+             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
+            repo().join("models/obstacles-v8.onnx").display(),
+            repo().join("models/obstacles.names").display()
+        ),
+    )
+    .unwrap();
+    Daemon::start(&p, &[])
+}
+
+/// Class heights in the test's `[hazards.classes]`, by class id (box, ball, cone).
+const HEIGHTS: [f64; 3] = [0.5, 0.3, 0.7];
+const HFOV: f64 = 62.2;
+
+#[derive(Deserialize)]
+struct Dets {
+    capture_wall_ns: u64,
+    capture_mono_ns: u64,
+    width: u32,
+    truth: Vec<GroundTruth>,
+    detections: Vec<Value>,
+}
+
+#[test]
+fn obstacles_reach_a_udp_peer_in_their_sectors_at_the_rate_floor_and_stop_while_blind() {
+    let dir = crate::common::fresh_dir("mavlink", "udp");
+    let port = free_port();
+    let rx = listen(port);
+    // 5 fps: frames 200 ms apart, so the 10 Hz floor has to repeat; after 40 frames the camera
+    // stalls for 2.5 s, past stale_ms (600), and comes back.
+    let d = start(
+        &dir,
+        "synthetic://?width=640&height=480&fps=5&format=yuyv&seed=5&objects=4&approach=2&stall=40&stall_ms=2500",
+        &format!(
+            "[output.mavlink]\nurl = \"udpout:127.0.0.1:{port}\"\nrate_hz = 10\nmax_distance_m = 60\n\
+             [hazards]\nenabled = true\n[hazards.classes]\nbox = {{ height_m = 0.5 }}\n\
+             ball = {{ height_m = 0.3 }}\ncone = {{ height_m = 0.7 }}\n[latency]\nstale_ms = 600\n"
+        ),
+    );
+    let mut c = d.connect();
+    // The socket's detections (with the scene's truth) by capture time, read alongside.
+    let (dtx, drx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while c.read_line(&mut line).is_ok_and(|n| n > 0) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["type"] == "detections" {
+                let _ = dtx.send(Dets::deserialize(&v).unwrap());
+            }
+            line.clear();
+        }
+    });
+    let mut got = Vec::new();
+    let started = Instant::now();
+    // Until seeing again after the stall, and a little more.
+    let mut resumed_at = None;
+    while started.elapsed() < Duration::from_secs(60)
+        && resumed_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(2))
+    {
+        let Ok(r) = rx.recv_timeout(Duration::from_millis(100)) else { continue };
+        if let MavMessage::HEARTBEAT(h) = &r.msg {
+            let blind_before = got.iter().any(|g: &Received| matches!(&g.msg, MavMessage::HEARTBEAT(h) if h.system_status == MavState::MAV_STATE_CRITICAL));
+            if blind_before && h.system_status == MavState::MAV_STATE_ACTIVE && resumed_at.is_none() {
+                resumed_at = Some(Instant::now());
+            }
+        }
+        got.push(r);
+    }
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{err}");
+    // The goodbye.
+    while let Ok(r) = rx.recv_timeout(Duration::from_millis(300)) {
+        got.push(r);
+    }
+    assert!(resumed_at.is_some(), "never blind and back ({} messages):\n{err}", got.len());
+    let dets: HashMap<u64, Dets> = drx.try_iter().map(|m| (m.capture_wall_ns / 1000, m)).collect();
+
+    // Every message: ours, MAVLink 2 (rust-mavlink checked the CRC with each message's extra).
+    for r in &got {
+        assert_eq!((r.header.system_id, r.header.component_id), (1, 191), "{:?}", r.msg);
+    }
+    let states: Vec<MavState> = got
+        .iter()
+        .filter_map(|r| match &r.msg {
+            MavMessage::HEARTBEAT(h) => {
+                assert_eq!(
+                    (h.mavtype, h.autopilot),
+                    (MavType::MAV_TYPE_ONBOARD_CONTROLLER, MavAutopilot::MAV_AUTOPILOT_INVALID)
+                );
+                Some(h.system_status)
+            }
+            _ => None,
+        })
+        .collect();
+    let mut order = states.clone();
+    order.dedup();
+    assert_eq!(
+        order
+            .iter()
+            .filter(|s| **s != MavState::MAV_STATE_STANDBY && **s != MavState::MAV_STATE_BOOT)
+            .copied()
+            .collect::<Vec<_>>(),
+        [
+            MavState::MAV_STATE_ACTIVE,
+            MavState::MAV_STATE_CRITICAL,
+            MavState::MAV_STATE_ACTIVE,
+            MavState::MAV_STATE_POWEROFF
+        ],
+        "heartbeat states"
+    );
+    let texts: Vec<String> = got
+        .iter()
+        .filter_map(|r| match &r.msg {
+            MavMessage::STATUSTEXT(t) => {
+                Some(String::from_utf8_lossy(&t.text[..]).trim_end_matches('\0').to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["jetdetect: seeing", "jetdetect: blind, no_frames", "jetdetect: seeing", "jetdetect: stopping"]
+    );
+
+    // The sectors: geometry, and each tracked, unhidden object of the scene where it should be.
+    let blind_span = {
+        let idx = |s: MavState, from: usize| {
+            got.iter()
+                .skip(from)
+                .position(|r| matches!(&r.msg, MavMessage::HEARTBEAT(h) if h.system_status == s))
+                .unwrap()
+                + from
+        };
+        let b = idx(MavState::MAV_STATE_CRITICAL, 0);
+        (b, idx(MavState::MAV_STATE_ACTIVE, b))
+    };
+    let fx = 320.0 / (HFOV.to_radians() / 2.0).tan();
+    let (mut compared, mut within, mut distances) = (0, 0, 0);
+    let mut last_seeing: Option<(Instant, u64, u64)> = None; // (received, received wall µs, capture µs)
+    let mut gaps = Vec::new();
+    let mut prev: Option<Instant> = None;
+    for (i, r) in got.iter().enumerate() {
+        let MavMessage::OBSTACLE_DISTANCE(m) = &r.msg else { continue };
+        distances += 1;
+        assert!(
+            !(blind_span.0..blind_span.1).contains(&i),
+            "OBSTACLE_DISTANCE while the heartbeat said blind (message {i}, blind {blind_span:?})"
+        );
+        if i < blind_span.0 {
+            last_seeing = Some((r.at, r.at_us, m.time_usec));
+            if let Some(p) = prev {
+                gaps.push(r.at - p);
+            }
+        }
+        prev = Some(r.at);
+        assert_eq!(
+            (m.frame, m.sensor_type),
+            (MavFrame::MAV_FRAME_BODY_FRD, MavDistanceSensor::MAV_DISTANCE_SENSOR_UNKNOWN)
+        );
+        assert_eq!((m.min_distance, m.max_distance), (30, 6000));
+        assert!((m.increment_f * 72.0 - HFOV as f32).abs() < 1e-3, "{}", m.increment_f);
+        assert!((m.angle_offset - (-HFOV as f32 / 2.0 + m.increment_f / 2.0)).abs() < 1e-3);
+        let Some(frame) = dets.get(&m.time_usec) else { continue };
+        assert_eq!(frame.width, 640);
+        let truths: Vec<(f64, f64, &GroundTruth)> = frame
+            .truth
+            .iter()
+            .map(|g| {
+                let az = (((g.x1 + g.x2) as f64 / 2.0 - 320.0) / fx).atan().to_degrees();
+                (az, fx * HEIGHTS[g.class_id] / (g.y2 - g.y1) as f64, g)
+            })
+            .collect();
+        let span = |g: &GroundTruth| {
+            let a = |x: f32| ((x as f64 - 320.0) / fx).atan().to_degrees();
+            (a(g.x1), a(g.x2))
+        };
+        for &(az, range, g) in &truths {
+            // Unhidden, tracked (a confirmed track on a detection matching it), within range.
+            let tracked = frame.detections.iter().any(|d| {
+                let b = |k: &str| d[k].as_f64().unwrap() as f32;
+                d["track_id"].is_u64()
+                    && iou([b("x1"), b("y1"), b("x2"), b("y2")], [g.x1, g.y1, g.x2, g.y2]) > 0.7
+            });
+            let nearer_overlaps = truths.iter().any(|&(_, r2, g2)| {
+                !std::ptr::eq(g, g2)
+                    && r2 < range * 1.1
+                    && span(g2).0 < span(g).1 + 1.0
+                    && span(g2).1 > span(g).0 - 1.0
+            });
+            if g.visible < 0.95 || !tracked || nearer_overlaps || range > 59.0 {
+                continue;
+            }
+            compared += 1;
+            // The sector at the object's centre holds its range (within 10 %), and the run of
+            // sectors holding that same value (one obstacle's) starts and ends within one sector
+            // of its true edges.
+            let sector = |az: f64| (((az + HFOV / 2.0) / (HFOV / 72.0)).floor() as i64).clamp(0, 71);
+            let at_range = |j: i64| ((m.distances[j as usize] as f64 / 100.0 - range) / range).abs() <= 0.10;
+            let (s, (l, r)) = (sector(az), span(g));
+            let same = |j: i64| m.distances[j as usize] == m.distances[s as usize];
+            let (mut a, mut b) = (s, s);
+            while a > 0 && same(a - 1) {
+                a -= 1;
+            }
+            while b < 71 && same(b + 1) {
+                b += 1;
+            }
+            if at_range(s) && (a - sector(l)).abs() <= 1 && (b - sector(r)).abs() <= 1 {
+                within += 1;
+            } else {
+                eprintln!(
+                    "object {} (class {}) at azimuth {az:.1} (sector {s}), {range:.2} m, true sectors {}..={}: \
+                     run {a}..={b}, sectors {:?}; truth {:?}; detections {:?}",
+                    g.object,
+                    g.class_id,
+                    sector(l),
+                    sector(r),
+                    &m.distances[(sector(l) - 2).clamp(0, 71) as usize..=(sector(r) + 2).clamp(0, 71) as usize],
+                    frame.truth,
+                    frame.detections
+                );
+            }
+        }
+    }
+    eprintln!("{distances} OBSTACLE_DISTANCE; {within}/{compared} tracked objects at 10 % of their true range, edges within one sector");
+    assert!(compared >= 40, "only {compared} comparisons");
+    assert!(within as f64 >= compared as f64 * 0.95, "{within}/{compared} within one sector and 10 %");
+
+    // The floor: frames come every 200 ms, OBSTACLE_DISTANCE at least every 100 ms (+ jitter).
+    gaps.sort();
+    let worst = *gaps.last().unwrap();
+    let p90 = gaps[gaps.len() * 9 / 10];
+    eprintln!("OBSTACLE_DISTANCE gaps while seeing: p90 {p90:?}, max {worst:?} over {}", gaps.len());
+    assert!(
+        p90 <= Duration::from_millis(110) && worst <= Duration::from_millis(180),
+        "p90 {p90:?}, max {worst:?}"
+    );
+    // Silence: the last data sent before the stall was at most stale_ms (+ one floor period and
+    // a tick) old when it went out; nothing came after it until the camera was back.
+    let (_, sent_us, capture_us) = last_seeing.unwrap();
+    let age_ms = (sent_us - capture_us) as f64 / 1000.0;
+    assert!(age_ms <= 600.0 + 100.0 + 50.0, "data {age_ms:.0} ms old still sent");
+
+    // OBSTACLE_DISTANCE_3D: the track ids and positions of the frame's ranged obstacles.
+    let mut three_d = 0;
+    for r in &got {
+        let MavMessage::OBSTACLE_DISTANCE_3D(m) = &r.msg else { continue };
+        three_d += 1;
+        assert_eq!(m.frame, MavFrame::MAV_FRAME_BODY_FRD);
+        let range = (m.x * m.x + m.y * m.y + m.z * m.z).sqrt();
+        assert!((0.3 - 1e-4..=60.0).contains(&range) && m.x > 0.0, "{m:?}");
+        let frame = dets.values().find(|f| (f.capture_mono_ns / 1_000_000) as u32 == m.time_boot_ms);
+        let Some(frame) = frame else { continue };
+        let det = frame.detections.iter().find(|d| d["track_id"].as_u64() == Some(m.obstacle_id as u64));
+        let det = det.unwrap_or_else(|| panic!("obstacle {} is no track of its frame", m.obstacle_id));
+        let cx = (det["x1"].as_f64().unwrap() + det["x2"].as_f64().unwrap()) / 2.0;
+        let az = ((cx - 320.0) / fx).atan().to_degrees();
+        assert!(((m.y.atan2(m.x) as f64).to_degrees() - az).abs() < 0.05, "{m:?} vs azimuth {az}");
+    }
+    assert!(three_d > 50, "{three_d} OBSTACLE_DISTANCE_3D");
+    assert!(err.contains("MAVLink udpout:127.0.0.1"), "{err}");
+}
+
+#[test]
+fn a_peer_that_is_not_there_and_a_missing_serial_port_do_not_hold_the_pipeline_up() {
+    let dir = crate::common::fresh_dir("mavlink", "dead");
+    // Nobody listens on the UDP port; the serial device does not exist (retried every second).
+    for url in [
+        format!("udpout:127.0.0.1:{}", free_port()),
+        format!("serial:{}:921600", dir.join("no-tty").display()),
+    ] {
+        let d = start(
+            &dir,
+            "synthetic://?width=320&height=240&fps=0&seed=2&frames=60",
+            &format!("[output.mavlink]\nurl = \"{url}\"\n[hazards]\nenabled = true\n"),
+        );
+        let (code, err) = d.wait(Duration::from_secs(120));
+        assert_eq!(code, Some(0), "{url}: {err}");
+        assert!(err.contains("60 processed") || err.contains("60 captured"), "{url}: {err}");
+        if url.starts_with("serial") {
+            assert!(err.contains("cannot connect") && err.contains("no-tty"), "{err}");
+            assert!(err.matches("cannot connect").count() <= 2, "throttled: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_mavlink_output_without_hazards_is_a_config_error_naming_the_key() {
+    let dir = crate::common::fresh_dir("mavlink", "config");
+    let p = dir.join("jd.toml");
+    std::fs::write(&p, "[output.mavlink]\nurl = \"udpout:127.0.0.1:14550\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["check", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "jd.toml:2: [output.mavlink] url: the MAVLink output sends the hazard layer's obstacles"
+        ),
+        "{err}"
+    );
+    std::fs::write(&p, "[hazards]\nenabled = true\n[output.mavlink]\nurl = \"serial:/dev/ttyTHS1\"\n")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["check", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("jd.toml:4: [output.mavlink] url: \"serial:/dev/ttyTHS1\": Incomplete port settings"),
+        "{err}"
+    );
+}
