@@ -3,7 +3,9 @@
 # that never reads, on the same camera-paced source. The active clients' message rate and
 # the pipeline FPS must stay within 5 % of the single-client run, every active client must
 # receive every frame, and memory must stay bounded (the stalled client is dropped once its
-# buffer is full, not buffered for without limit).
+# buffer is full, not buffered for without limit). Then one client with the hazard layer on,
+# without and with the MAVLink output sending to a UDP port nobody listens on
+# ([output.mavlink], a dead peer): FPS within 5 % and end-to-end p50/p99 within 10 % (+0.5 ms).
 #
 #   benches/load.sh [more jetdetect bench flags]
 #
@@ -31,11 +33,24 @@ say "$CLIENTS reading clients + 1 stalled"
 "$BIN" bench --config "$CONFIG" --mode pipeline --source "$SOURCE" --frames "$FRAMES" --clients "$CLIENTS" \
     --stalled 1 --json "$@" \
     >"$OUT/many.json"
+# The config with the hazard layer on (the MAVLink output's input; copies in $OUT, so their
+# paths are made absolute), without and with a MAVLink output to a dead UDP peer: a port just
+# bound and released, nobody is there, each send is refused.
+DEAD=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed "s#\"\.\./#\"$PWD/#" "$CONFIG" >"$OUT/hazards.toml"
+grep -q '^\[hazards\]' "$OUT/hazards.toml" || printf '\n[hazards]\nenabled = true\n' >>"$OUT/hazards.toml"
+{ cat "$OUT/hazards.toml"; printf '\n[output.mavlink]\nurl = "udpout:127.0.0.1:%s"\n' "$DEAD"; } >"$OUT/mavlink.toml"
+say "1 reading client, hazards on"
+"$BIN" bench --config "$OUT/hazards.toml" --mode pipeline --source "$SOURCE" --frames "$FRAMES" --clients 1 --json "$@" \
+    >"$OUT/hazards.json"
+say "1 reading client, hazards on + MAVLink to a dead peer (udpout:127.0.0.1:$DEAD)"
+"$BIN" bench --config "$OUT/mavlink.toml" --mode pipeline --source "$SOURCE" --frames "$FRAMES" --clients 1 --json "$@" \
+    >"$OUT/mavlink.json"
 
-STRICT=${STRICT:-1} python3 - "$OUT/one.json" "$OUT/many.json" <<'PYEOF'
+STRICT=${STRICT:-1} python3 - "$OUT/one.json" "$OUT/many.json" "$OUT/hazards.json" "$OUT/mavlink.json" <<'PYEOF'
 import json, os, sys
 strict = os.environ["STRICT"] != "0"
-one, many = (json.load(open(p)) for p in sys.argv[1:3])
+one, many, haz, mav = (json.load(open(p)) for p in sys.argv[1:5])
 
 def e2e(r):
     return next(p for s, p in r["stages"] if s == "end_to_end")
@@ -43,23 +58,34 @@ def e2e(r):
 def rate(r):  # messages per second of the slowest reading client
     return min(r["client_lines"]) / r["seconds"]
 
-rows = [("1 client", one), (f"{len(many['client_lines'])} clients + {many['stalled_clients']} stalled", many)]
-print(f"{'':<26} {'FPS':>7} {'msg/s (slowest)':>16} {'e2e p50':>8} {'e2e p99':>8} {'RSS max KiB':>12} {'fds max':>8}")
+rows = [
+    ("1 client", one),
+    (f"{len(many['client_lines'])} clients + {many['stalled_clients']} stalled", many),
+    ("1 client, hazards", haz),
+    ("1 client, hazards + MAVLink dead", mav),
+]
+print(f"{'':<34} {'FPS':>7} {'msg/s (slowest)':>16} {'e2e p50':>8} {'e2e p99':>8} {'RSS max KiB':>12} {'fds max':>8}")
 for name, r in rows:
     p = e2e(r)
-    print(f"{name:<26} {r['fps']:7.2f} {rate(r):16.2f} {p['p50']:8.2f} {p['p99']:8.2f} {r['rss_kib']['max']:12} {r['fds']['max']:8}")
+    print(f"{name:<34} {r['fps']:7.2f} {rate(r):16.2f} {p['p50']:8.2f} {p['p99']:8.2f} {r['rss_kib']['max']:12} {r['fds']['max']:8}")
 failed = []
+# (name, value, limit): a value under its limit misses.
 checks = [
     ("pipeline FPS within 5 % of one client", many["fps"] / one["fps"], 0.95),
     ("slowest active client's rate within 5 % of one client", rate(many) / rate(one), 0.95),
+    ("pipeline FPS with MAVLink to a dead peer within 5 %", mav["fps"] / haz["fps"], 0.95),
 ]
+for q in ("p50", "p99"):
+    # As a ratio of the allowance: 1.1 x the run without MAVLink, plus 0.5 ms.
+    allowed = 1.1 * e2e(haz)[q] + 0.5
+    checks.append((f"end-to-end {q} with MAVLink to a dead peer within 10 % (+0.5 ms)", allowed / e2e(mav)[q], 1.0))
 for name, v, limit in checks:
     ok = v >= limit
     print(f"  target: {name}: {v:.3f} {'PASS' if ok else 'MISS'}")
     if not ok and strict:
         failed.append(name)
 # Every active client saw every published frame (plus hello and stats lines).
-short = [n for n in many["client_lines"] if n < many["frames"]]
+short = [n for r in (many, haz, mav) for n in r["client_lines"] if n < r["frames"]]
 print(f"  every active client got all {many['frames']} frames: {'PASS' if not short else 'MISS ' + str(short)}")
 if short:
     failed.append("lost messages")

@@ -1,6 +1,7 @@
 //! Publishing one frame: serialising its `detections` message (20 boxes) and
 //! writing it to 1 and to 10 connected clients over the UNIX socket, with each
-//! client reading on its own thread. Target: < 50 us.
+//! client reading on its own thread; and the MAVLink output's share for the same
+//! frame with 20 tracked obstacles. Target: < 50 us each.
 //!
 //! `cargo bench --bench publish`; `cargo test --benches` runs each once.
 
@@ -105,5 +106,88 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The MAVLink output (`[output.mavlink]`) for one frame of 20 tracked, ranged obstacles:
+/// what the publisher thread pays (encoding OBSTACLE_DISTANCE and the OBSTACLE_DISTANCE_3D
+/// messages into the hand-off slot), and apart from it what the sending thread pays per frame
+/// (serialising and sending the 21 messages over UDP to a reading peer).
+fn bench_mavlink(c: &mut Criterion) {
+    use jetdetect::hazard::{ClassSize, Hazards, HazardsConfig};
+    use jetdetect::output::mavlink::{MavlinkConfig, MavlinkOutput};
+    use jetdetect::pipeline::publish::Output;
+    use mavlink::dialects::ardupilotmega::MavMessage;
+    use mavlink::MavConnection;
+
+    let names = ClassNames::from_metadata("{0: 'box', 1: 'ball', 2: 'cone'}").expect("names");
+    let mut config = HazardsConfig { enabled: true, ..Default::default() };
+    for (class, h) in [("box", 0.5), ("ball", 0.3), ("cone", 0.7)] {
+        config.classes.insert(class.into(), ClassSize { height_m: Some(h), width_m: None });
+    }
+    let mut hazards = Hazards::new(&config, &Default::default(), &names).expect("hazards");
+    let mut r = report();
+    for d in &mut r.detections {
+        d.score = 0.9; // above the tracker's threshold for starting a track
+    }
+    // Ten frames 33 ms apart, the boxes drifting: every box becomes a confirmed track.
+    let t0 = Instant::now();
+    for k in 0..10 {
+        for d in &mut r.detections {
+            d.x1 += 1.0;
+            d.x2 += 1.0;
+        }
+        r.captured = t0 + Duration::from_millis(33 * k);
+        hazards.update(&r.detections, r.captured, r.width, r.height, &mut r.hazards);
+    }
+    let ranged = r.hazards.obstacles.iter().filter(|o| o.range_m.is_some()).count();
+    assert_eq!(ranged, 20, "every box a tracked obstacle with a range");
+
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let url = format!("udpout:{}", peer.local_addr().expect("addr"));
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        peer.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
+        while peer.recv(&mut buf).is_ok() {}
+    });
+    let mut g = c.benchmark_group("publish one frame, MAVLink");
+    let mut out = MavlinkOutput::new(&MavlinkConfig { url: url.clone(), ..Default::default() });
+    out.open().expect("open");
+    g.bench_function("frame() on the publisher thread (20 obstacles)", |b| {
+        b.iter(|| out.frame(&r, 0, Instant::now()))
+    });
+    drop(out);
+
+    // The sending thread's work per frame, on this thread: OBSTACLE_DISTANCE and 20 x 3D.
+    let conn = mavlink::connect::<MavMessage>(&url).expect("connect");
+    let messages = out_messages(&r);
+    g.bench_function("send 21 messages over UDP (the sending thread's work)", |b| {
+        b.iter(|| {
+            for m in &messages {
+                conn.send_default(m).expect("send");
+            }
+        })
+    });
+    g.finish();
+    drop(conn);
+    reader.join().expect("reader");
+}
+
+/// The messages the MAVLink output sends for `r`, encoded as it encodes them.
+fn out_messages(r: &FrameReport) -> Vec<mavlink::dialects::ardupilotmega::MavMessage> {
+    use jetdetect::output::mavlink::{encode, MavlinkConfig};
+    use mavlink::dialects::ardupilotmega::MavMessage;
+    let limits = MavlinkConfig::default().limits();
+    let mut d = Default::default();
+    encode::obstacle_distance(&r.hazards, 0, &limits, &mut d);
+    let mut v = vec![MavMessage::OBSTACLE_DISTANCE(d)];
+    v.extend(
+        r.hazards
+            .obstacles
+            .iter()
+            .filter_map(|o| encode::obstacle_3d(o, 0, &limits))
+            .map(MavMessage::OBSTACLE_DISTANCE_3D),
+    );
+    assert_eq!(v.len(), 21);
+    v
+}
+
+criterion_group!(benches, bench, bench_mavlink);
 criterion_main!(benches);

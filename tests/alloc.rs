@@ -217,7 +217,7 @@ fn onnxruntime_engine_allocations_per_frame_are_reported() {
 }
 
 /// The daemon itself, every thread of it (capture, inference, publisher with a
-/// reading client), over 200 frames in steady state: not one allocation. The
+/// reading client, the MAVLink link to a UDP peer), over 200 frames in steady state: not one allocation. The
 /// engine is ONNX Runtime's (tract allocates inside its runs, reported above);
 /// the periodic work (telemetry, stats messages) is set to happen outside the window.
 #[test]
@@ -228,14 +228,39 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     let Some(mut config) = onnxruntime_cpu() else { return };
     config.source.uri =
         "synthetic://?width=640&height=480&fps=0&format=yuyv&objects=6&seed=9&approach=2".into();
-    // Tracking, times to contact, zones and the deadline count run too (a 1 ms deadline: every
-    // frame misses it).
+    // Tracking, times to contact, range estimates, zones and the deadline count run too (a 1 ms
+    // deadline: every frame misses it).
     config.hazards.enabled = true;
+    for (class, h) in [("box", 0.5), ("ball", 0.3), ("cone", 0.7)] {
+        let size = jetdetect::hazard::ClassSize { height_m: Some(h), width_m: None };
+        config.hazards.classes.insert(class.into(), size);
+    }
     config.latency.deadline_ms = 1.0;
     let socket = std::env::temp_dir().join(format!("jetdetect-alloc-{}.sock", std::process::id()));
     config.output.socket = socket.clone();
     config.output.stats_interval_s = 3600;
     config.power.telemetry_ms = 3_600_000;
+    // The MAVLink output sends every frame's obstacles to a UDP peer, read on a thread of its
+    // own (its thread and the crate's serialisation count too).
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    config.output.mavlink = Some(jetdetect::output::mavlink::MavlinkConfig {
+        url: format!("udpout:{}", peer.local_addr().unwrap()),
+        ..Default::default()
+    });
+    let mav_stop = Arc::new(AtomicBool::new(false));
+    let mav_reader = {
+        let stop = mav_stop.clone();
+        peer.set_read_timeout(Some(std::time::Duration::from_millis(100))).unwrap();
+        std::thread::spawn(move || {
+            let (mut buf, mut n) = (vec![0u8; 512], 0usize);
+            while !stop.load(Ordering::Relaxed) {
+                if peer.recv(&mut buf).is_ok() {
+                    n += 1;
+                }
+            }
+            n
+        })
+    };
     let client = std::thread::spawn(move || {
         use std::io::Read;
         let mut buf = vec![0u8; 1 << 16];
@@ -292,12 +317,15 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     ON.store(false, Ordering::SeqCst);
     TRACE.store(false, Ordering::SeqCst);
     let lines = client.join().unwrap();
+    mav_stop.store(true, Ordering::Relaxed);
+    let datagrams = mav_reader.join().unwrap();
     let n = counted.load(Ordering::SeqCst);
     eprintln!(
         "allocations in the whole daemon over frames {FROM}..{TO} (ONNX Runtime CPU, one client): {n}; \
-         {} captured, {} dropped, client read {lines} lines",
+         {} captured, {} dropped, client read {lines} lines, MAVLink peer {datagrams} datagrams",
         summary.frames.captured, summary.frames.dropped
     );
     assert!(lines > TO, "the client read every message: {lines}");
+    assert!(datagrams > TO, "the MAVLink peer got every frame's obstacles: {datagrams}");
     assert_eq!(n, 0, "allocations in {} steady-state frames of the whole daemon:\n{}", TO - FROM, traced());
 }
