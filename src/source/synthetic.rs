@@ -527,9 +527,10 @@ mod tests {
 
     #[test]
     fn a_stall_holds_back_one_frame_once() {
-        let mut src =
-            SyntheticSource::open(&SourceUri::parse("synthetic://?width=32&height=32&fps=0&stall=2&stall_ms=300").unwrap())
-                .unwrap();
+        let mut src = SyntheticSource::open(
+            &SourceUri::parse("synthetic://?width=32&height=32&fps=0&stall=2&stall_ms=300").unwrap(),
+        )
+        .unwrap();
         let mut f = Frame::empty();
         let mut gaps = Vec::new();
         for _ in 0..5 {
@@ -538,7 +539,8 @@ mod tests {
             gaps.push((f.seq, t.elapsed()));
         }
         // Frame 2 comes after the stall (a lower bound only: a loaded machine may be slower).
-        let stalled: Vec<u64> = gaps.iter().filter(|g| g.1 >= Duration::from_millis(300)).map(|g| g.0).collect();
+        let stalled: Vec<u64> =
+            gaps.iter().filter(|g| g.1 >= Duration::from_millis(300)).map(|g| g.0).collect();
         assert!(stalled.contains(&2), "{gaps:?}");
         assert!(gaps[3].1 < gaps[2].1 && gaps[4].1 < gaps[2].1, "once: {gaps:?}");
         assert!(SyntheticSource::open(&SourceUri::parse("synthetic://?stall=3&stall_ms=0").unwrap())
