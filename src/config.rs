@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
 use crate::hazard::{CameraConfig, HazardsConfig};
 use crate::output::mavlink::MavlinkConfig;
+use crate::output::ros2::Ros2Config;
 use crate::power::PowerConfig;
 use crate::preprocess;
 use crate::source::SourceUri;
@@ -179,6 +180,9 @@ pub struct OutputConfig {
     /// `[output.mavlink]`: obstacles to a flight controller; absent: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mavlink: Option<MavlinkConfig>,
+    /// `[output.ros2]`: detections and zones on ROS 2 topics; absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ros2: Option<Ros2Config>,
 }
 
 impl Default for OutputConfig {
@@ -189,6 +193,7 @@ impl Default for OutputConfig {
             client_buffer_kib: 256,
             stats_interval_s: 5,
             mavlink: None,
+            ros2: None,
         }
     }
 }
@@ -549,6 +554,18 @@ impl Config {
                     "url",
                     "the MAVLink output sends the hazard layer's obstacles: set [hazards] enabled = true \
                      (and give [hazards.classes] sizes, which the ranges come from)"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(r) = &self.output.ros2 {
+            r.validate().map_err(|(key, msg)| err("output.ros2", key, msg))?;
+            if !crate::output::ros2::AVAILABLE {
+                return Err(err(
+                    "output.ros2",
+                    "node",
+                    "this jetdetect was built without ROS 2 support (the cargo feature `ros2`): \
+                     use a build with it, or remove [output.ros2]"
                         .into(),
                 ));
             }

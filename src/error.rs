@@ -71,6 +71,9 @@ pub enum Error {
     /// The metrics endpoint could not be set up.
     #[error("{0}")]
     Metrics(#[from] MetricsError),
+    /// The ROS 2 node could not be set up (`[output.ros2]`).
+    #[error("[output.ros2]: {0}")]
+    Ros2(String),
     /// `jetdetect clocks` could not read, write or restore a clock.
     #[error("{0}")]
     Clocks(#[source] PowerError),

@@ -132,12 +132,22 @@ impl ModelArgs {
 }
 
 /// Logs to stderr: `info` for the daemon, `warn` for the one-shot commands (`RUST_LOG` overrides).
+/// The DDS stack under `[output.ros2]` stays quiet unless `RUST_LOG` names it
+/// (`RUST_LOG=info,rustdds=warn`): RustDDS warns about peers many times a second (one reachable
+/// only over loopback, an interface without multicast) and logs errors at every clean stop
+/// (leaving a multicast group it never joined, removing writers after its event loop ended);
+/// what matters to the user (a participant that cannot start, a failed publish) jetdetect
+/// reports itself. ros2-client's own errors are kept.
 pub fn init_logging(daemon: bool) {
-    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if daemon {
-        "info"
-    } else {
-        "warn"
-    }));
+    let mut filter =
+        std::env::var("RUST_LOG").unwrap_or_else(|_| if daemon { "info" } else { "warn" }.into());
+    for (module, level) in [("rustdds", "off"), ("ros2_client", "error")] {
+        if !filter.contains(module) {
+            filter.push_str(&format!(",{module}={level}"));
+        }
+    }
+    let mut b = env_logger::Builder::new();
+    b.parse_filters(&filter);
     // Under systemd the journal stamps every line itself.
     if std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some() {
         b.format_timestamp(None);

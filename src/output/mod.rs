@@ -1,6 +1,6 @@
 //! Where detections go. Each output implements [`Output`] (`pipeline::publish`): the UNIX socket
-//! and its protocol, the optional Prometheus endpoint, systemd notifications, `--echo`, and
-//! MAVLink to a flight controller (`[output.mavlink]`).
+//! and its protocol, the optional Prometheus endpoint, systemd notifications, `--echo`,
+//! MAVLink to a flight controller (`[output.mavlink]`) and ROS 2 topics (`[output.ros2]`).
 //! Outputs read finished frame reports and interval figures; they never reach back into the
 //! pipeline's stages. A new output is a file here, its config section, and one line in [`open`].
 
@@ -9,6 +9,7 @@ pub mod mavlink;
 pub mod metrics;
 pub mod notify;
 pub mod protocol;
+pub mod ros2;
 pub mod socket;
 
 pub use crate::pipeline::publish::Output;
@@ -30,6 +31,10 @@ pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
     ];
     if let Some(m) = &config.output.mavlink {
         outputs.push(Box::new(mavlink::MavlinkOutput::new(m)));
+    }
+    #[cfg(feature = "ros2")]
+    if let Some(r) = &config.output.ros2 {
+        outputs.push(Box::new(ros2::Ros2Output::new(r, config.hazards.enabled)));
     }
     if !config.metrics.listen.is_empty() {
         outputs.push(Box::new(metrics::MetricsOutput::new(&config.metrics.listen)));

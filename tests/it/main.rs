@@ -26,5 +26,6 @@ mod onnxruntime;
 mod power;
 mod properties;
 mod reference;
+mod ros2;
 mod synthetic_accuracy;
 mod v4l2_buffers;
