@@ -1,7 +1,7 @@
 //! Publishing one frame: serialising its `detections` message (20 boxes) and
 //! writing it to 1 and to 10 connected clients over the UNIX socket, with each
-//! client reading on its own thread; and the MAVLink output's share for the same
-//! frame with 20 tracked obstacles. Target: < 50 us each.
+//! client reading on its own thread; and the MAVLink and ROS 2 outputs' share for
+//! the same frame with 20 tracked obstacles. Target: < 50 us each.
 //!
 //! `cargo bench --bench publish`; `cargo test --benches` runs each once.
 
@@ -168,6 +168,34 @@ fn bench_mavlink(c: &mut Criterion) {
     g.finish();
     drop(conn);
     reader.join().expect("reader");
+
+    // The ROS 2 output (`[output.ros2]`, feature `ros2`): the publisher thread's share for the
+    // same frame (its boxes into the hand-over slot, the zones JSON written once); the node's
+    // thread builds the messages and RustDDS sends them, off the pipeline.
+    #[cfg(feature = "ros2")]
+    {
+        use jetdetect::output::ros2::{Ros2Config, Ros2Output};
+        use jetdetect::pipeline::publish::Started;
+        let mut g = c.benchmark_group("publish one frame, ROS 2");
+        let config = Ros2Config {
+            domain_id: 220 + (std::process::id() % 10) as u16,
+            interfaces: vec!["127.0.0.1".into()],
+            ..Default::default()
+        };
+        let mut out = Ros2Output::new(&config, true);
+        out.open().expect("open the ROS 2 node");
+        out.ready(&Started {
+            source: String::new(),
+            engine: String::new(),
+            runtime: Default::default(),
+            input: [256, 256],
+            names: names.clone(),
+        });
+        g.bench_function("frame() on the publisher thread (20 detections + zones JSON)", |b| {
+            b.iter(|| out.frame(&r, 0, Instant::now()))
+        });
+        g.finish();
+    }
 }
 
 /// The messages the MAVLink output sends for `r`, encoded as it encodes them.
