@@ -29,6 +29,7 @@ install -m 0755 "$bin" "$pkg/usr/bin/jetdetect"
 if [ "$arch" = amd64 ] && command -v strip >/dev/null; then strip "$pkg/usr/bin/jetdetect"; fi
 install -m 0644 systemd/jetdetect.service "$pkg/lib/systemd/system/jetdetect.service"
 install -m 0644 systemd/realtime.conf "$pkg/usr/share/jetdetect/systemd/realtime.conf"
+install -m 0644 systemd/robot-outputs.conf "$pkg/usr/share/jetdetect/systemd/robot-outputs.conf"
 # The reference config, reading the first camera (the documented default source is synthetic).
 sed 's|^uri = "synthetic://[^"]*"|uri = "v4l2://auto"|' configs/jetdetect.toml >"$pkg/etc/jetdetect/jetdetect.toml"
 grep -q '^uri = "v4l2://auto"' "$pkg/etc/jetdetect/jetdetect.toml" || { echo "cross/deb.sh: config source not set" >&2; exit 1; }
