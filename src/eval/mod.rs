@@ -1,10 +1,13 @@
-//! Scoring detections against ground truth (precision and recall at an IoU).
+//! Scoring detections against ground truth (precision and recall at an IoU); [`tracking`]
+//! scores tracks (MOTA, identity switches, IDF1).
 //!
 //! Used by the tests on the synthetic source and by `jetdetect eval` ([`score`]). Matching
 //! is greedy by score, one detection per object, same class, IoU at or above
 //! the threshold. Objects mostly hidden behind others (visible fraction below
 //! `min_visible`) are "don't care": detecting them is not a false positive and
 //! missing them is not a false negative.
+
+pub mod tracking;
 
 use crate::config::Config;
 use crate::detector::Detector;
