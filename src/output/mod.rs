@@ -41,3 +41,17 @@ pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
     }
     outputs
 }
+
+/// Joins an output's own thread (MAVLink's sender, the ROS 2 node's) if it finishes within
+/// `wait`; false when it is still stuck in I/O, and is left behind so that stopping never hangs.
+pub(crate) fn join_within(thread: std::thread::JoinHandle<()>, wait: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + wait;
+    while !thread.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let finished = thread.is_finished();
+    if finished {
+        let _ = thread.join();
+    }
+    finished
+}

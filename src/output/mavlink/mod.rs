@@ -263,13 +263,7 @@ impl MavlinkOutput {
     fn stop(&mut self, wait: Duration) {
         self.set_phase(Phase::Stopping, "");
         let Some(thread) = self.thread.take() else { return };
-        let until = Instant::now() + wait;
-        while !thread.is_finished() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if thread.is_finished() {
-            let _ = thread.join();
-        } else {
+        if !super::join_within(thread, wait) {
             log::warn!("MAVLink {}: the sending thread is stuck in I/O; leaving it behind", self.config.url);
         }
     }

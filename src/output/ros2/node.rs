@@ -153,13 +153,7 @@ impl Ros2Output {
         }
         self.shared.bell.notify_one();
         let Some(thread) = self.thread.take() else { return };
-        let until = Instant::now() + wait;
-        while !thread.is_finished() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if thread.is_finished() {
-            let _ = thread.join();
-        } else {
+        if !crate::output::join_within(thread, wait) {
             log::warn!("ROS 2: the publishing thread is stuck in DDS; leaving it behind");
         }
     }
