@@ -38,6 +38,33 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Writes `dir/jd.toml`: `source`, the shipped model with its class names, the socket `d.sock`
+/// (next to the file), a stats message every second, then `extra` (more sections).
+pub fn model_config(dir: &Path, source: &str, extra: &str) -> PathBuf {
+    let p = dir.join("jd.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\nnames = \"{}\"\n\
+             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
+            repo().join("models/obstacles-v8.onnx").display(),
+            repo().join("models/obstacles.names").display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// `jetdetect check --config <config>`: its exit code and what it wrote to stderr.
+pub fn check_config(config: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["check", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 /// An empty folder for one test: `jd-<suite>-<pid>-<name>` in the temporary directory.
 pub fn fresh_dir(suite: &str, name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jd-{suite}-{}-{name}", std::process::id()));

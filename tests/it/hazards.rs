@@ -12,25 +12,14 @@ use jetdetect::yolo::iou;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::common::{repo, Daemon};
+use crate::common::Daemon;
 
 fn tmpdir(name: &str) -> PathBuf {
     crate::common::fresh_dir("hazards", name)
 }
 
 fn start(dir: &Path, source: &str, extra: &str) -> Daemon {
-    let p = dir.join("jd.toml");
-    std::fs::write(
-        &p,
-        format!(
-            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\nnames = \"{}\"\n\
-             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
-            repo().join("models/obstacles-v8.onnx").display(),
-            repo().join("models/obstacles.names").display()
-        ),
-    )
-    .unwrap();
-    Daemon::start(&p, &[])
+    Daemon::start(&crate::common::model_config(dir, source, extra), &[])
 }
 
 fn read(r: &mut BufReader<UnixStream>) -> Value {

@@ -20,7 +20,7 @@ use mavlink::{MavConnection, MavHeader};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::common::{repo, Daemon};
+use crate::common::Daemon;
 
 /// One received message, when it came (wall clock, µs since the epoch).
 struct Received {
@@ -57,18 +57,7 @@ fn listen(port: u16) -> mpsc::Receiver<Received> {
 }
 
 fn start(dir: &Path, source: &str, extra: &str) -> Daemon {
-    let p = dir.join("jd.toml");
-    std::fs::write(
-        &p,
-        format!(
-            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\nnames = \"{}\"\n\
-             [output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
-            repo().join("models/obstacles-v8.onnx").display(),
-            repo().join("models/obstacles.names").display()
-        ),
-    )
-    .unwrap();
-    Daemon::start(&p, &[])
+    Daemon::start(&crate::common::model_config(dir, source, extra), &[])
 }
 
 /// Class heights in the test's `[hazards.classes]`, by class id (box, ball, cone).
@@ -353,13 +342,8 @@ fn a_mavlink_output_without_hazards_is_a_config_error_naming_the_key() {
     let dir = crate::common::fresh_dir("mavlink", "config");
     let p = dir.join("jd.toml");
     std::fs::write(&p, "[output.mavlink]\nurl = \"udpout:127.0.0.1:14550\"\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
-        .args(["check", "--config"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (code, err) = crate::common::check_config(&p);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(
             "jd.toml:2: [output.mavlink] url: the MAVLink output sends the hazard layer's obstacles"
@@ -368,12 +352,7 @@ fn a_mavlink_output_without_hazards_is_a_config_error_naming_the_key() {
     );
     std::fs::write(&p, "[hazards]\nenabled = true\n[output.mavlink]\nurl = \"serial:/dev/ttyTHS1\"\n")
         .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
-        .args(["check", "--config"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = crate::common::check_config(&p);
     assert!(
         err.contains("jd.toml:4: [output.mavlink] url: \"serial:/dev/ttyTHS1\": Incomplete port settings"),
         "{err}"

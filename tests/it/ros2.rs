@@ -80,13 +80,8 @@ fn bad_ros2_values_are_config_errors_naming_the_key() {
         ),
     ] {
         let p = write_config(&dir, section);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
-            .args(["check", "--config"])
-            .arg(&p)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{section}: {err}");
+        let (code, err) = crate::common::check_config(&p);
+        assert_eq!(code, Some(1), "{section}: {err}");
         assert!(err.contains(want), "{section}: {err}");
     }
 }
