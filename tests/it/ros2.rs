@@ -12,7 +12,7 @@ fn write_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     std::fs::write(
         &p,
         format!(
-            "[source]\nuri = \"synthetic://?width=320&height=240&fps=0&seed=2&objects=3&frames=40\"\n\
+            "[source]\nuri = \"synthetic://?width=320&height=240&fps=20&seed=2&objects=3&frames=40\"\n\
              [model]\npath = \"{}\"\nnames = \"{}\"\n[output]\nsocket = \"d.sock\"\n{extra}",
             repo().join("models/obstacles-v8.onnx").display(),
             repo().join("models/obstacles.names").display()
