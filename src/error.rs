@@ -110,9 +110,11 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
-    /// Anything else, with its context.
+    /// A command's request that cannot be carried out, found by jetdetect's own checks (no
+    /// model given, a source that delivered no frames, an option out of range); nothing failed
+    /// underneath, so there is no source to keep.
     #[error("{0}")]
-    Other(String),
+    Command(String),
 }
 
 impl Error {

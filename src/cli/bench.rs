@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
     };
     // A plot that cannot be written is an error now, not after the runs.
     if let Some(dir) = plot.and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
-        return Err(Error::Other(format!(
+        return Err(Error::Command(format!(
             "--plot {}: the folder {} does not exist: create it or write the plot elsewhere",
             plot.unwrap_or(dir).display(),
             dir.display()
@@ -79,7 +79,9 @@ pub fn run(args: Args) -> Result<bool, Error> {
         let options = BenchOptions { source: source.clone(), label, ..options.clone() };
         let report = measure::run(&config, &options)?;
         if json {
-            println!("{}", serde_json::to_string(&report).map_err(|e| Error::Other(e.to_string()))?);
+            let json = serde_json::to_string(&report)
+                .map_err(|e| Error::io("cannot write the report as JSON", e.into()))?;
+            println!("{json}");
         } else {
             println!("{}", measure::format_table(&report));
         }

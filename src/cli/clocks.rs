@@ -71,7 +71,7 @@ pub fn run(action: Action) -> Result<bool, Error> {
     }
     let perr = Error::Clocks;
     if !cfg.root.is_dir() {
-        return Err(Error::Other(format!(
+        return Err(Error::Command(format!(
             "--root {}: not a directory (it stands for /)",
             cfg.root.display()
         )));
@@ -186,7 +186,7 @@ pub fn run(action: Action) -> Result<bool, Error> {
                     eprintln!("jetdetect: [power] profile '{}' ignored: {board}", cfg.profile);
                     return Ok(true);
                 }
-                return Err(Error::Other(format!(
+                return Err(Error::Command(format!(
                     "{board}; refusing to write clocks (give --root DIR to work on a tree)"
                 )));
             }

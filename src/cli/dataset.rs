@@ -25,7 +25,7 @@ pub struct Args {
 
 /// Writes the images, labels and `data.yaml`.
 pub fn run(args: Args) -> Result<bool, Error> {
-    let n = write::write_dataset(&args.out, args.train, args.val, args.seed).map_err(Error::Other)?;
+    let n = write::write_dataset(&args.out, args.train, args.val, args.seed)?;
     eprintln!(
         "wrote {} + {} images with {n} labelled objects to {}",
         args.train,

@@ -83,7 +83,7 @@ impl ModelArgs {
     /// The config file (or the defaults) with the flags applied, validated once.
     pub fn resolve(&self) -> Result<Config, Error> {
         if self.model.is_none() && self.config.is_none() {
-            return Err(Error::Other("no model: give --model FILE.onnx or --config FILE".into()));
+            return Err(Error::Command("no model: give --model FILE.onnx or --config FILE".into()));
         }
         let adjust = |c: &mut Config| self.apply(c);
         Ok(match &self.config {

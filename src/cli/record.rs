@@ -32,7 +32,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
     while n < frames && src.next_frame(&mut frame)? {
         let g = (frame.width, frame.height, frame.format);
         if *geometry.get_or_insert(g) != g {
-            return Err(Error::Other(format!(
+            return Err(Error::Command(format!(
                 "{uri}: frame {n} is {}x{} {}, unlike the first; a raw file holds one geometry",
                 g.0, g.1, g.2
             )));
@@ -49,6 +49,6 @@ pub fn run(args: Args) -> Result<bool, Error> {
             );
             Ok(true)
         }
-        None => Err(Error::Other(format!("{uri}: the source delivered no frames"))),
+        None => Err(Error::Command(format!("{uri}: the source delivered no frames"))),
     }
 }

@@ -94,10 +94,22 @@ pub enum EngineError {
     /// A DLA core that this board or TensorRT release does not have.
     #[error("{0}")]
     Dla(#[from] onnxruntime::DlaUnavailable),
-    /// The file is not a usable model (corrupt, unsupported operators, wrong inputs).
+    /// The ONNX Runtime library could not be loaded: `message` says why in the user's terms
+    /// (too old, not ONNX Runtime, a missing dependency) and what to do.
+    #[error("{message}")]
+    Load {
+        /// The explanation, naming the library.
+        message: String,
+        /// `ort`'s loader error.
+        #[source]
+        source: ort::LoadDynamicError,
+    },
+    /// A check of jetdetect's own found the model, library or configuration unusable (its
+    /// inputs, a fixed size, a provider the stage needs); no library error lies under it.
     #[error("{0}")]
     Model(String),
-    /// Running the model failed.
+    /// A check of jetdetect's own failed while running (a frame or output of the wrong size);
+    /// errors of the engines themselves are [`EngineError::Ort`] and [`EngineError::Tract`].
     #[error("{0}")]
     Run(String),
 }

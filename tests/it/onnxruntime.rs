@@ -100,8 +100,14 @@ fn missing_library_and_missing_providers_are_documented_errors() {
     );
     let mut c = config("onnxruntime", Path::new("/etc/hostname"), "obstacles-v8.onnx");
     c.engine.library = root().join("Cargo.toml");
-    let e = Detector::from_config(&c).err().unwrap().to_string();
+    let err = Detector::from_config(&c).err().unwrap();
+    let e = err.to_string();
     assert!(e.contains("cannot load ONNX Runtime") || e.contains("already loaded"), "{e}");
+    if e.contains("cannot load ONNX Runtime") {
+        // The loader's own error is kept under the explanation.
+        let loader = std::error::Error::source(&err).and_then(std::error::Error::source);
+        assert!(loader.is_some_and(|s| s.is::<ort::LoadDynamicError>()), "{err:?}");
+    }
     let Some(lib) = library() else { return };
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
     c.engine.providers = vec![jetdetect::engine::Provider::TensorRt];

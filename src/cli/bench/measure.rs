@@ -243,7 +243,7 @@ fn stage_figures(mode: Mode, lat: &LatencyStats) -> (Vec<(String, Percentiles)>,
 /// Runs `config` as `options` say.
 pub fn run(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
     if options.frames == 0 {
-        return Err(Error::Other("--frames must be at least 1".into()));
+        return Err(Error::Command("--frames must be at least 1".into()));
     }
     match options.mode {
         Mode::Pipeline => run_pipeline(config, options),
@@ -268,7 +268,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     if mode == Mode::Engine {
         // One real frame leaves a real tensor in the engine's input; then the engine alone.
         if !src.next_frame(&mut frame)? {
-            return Err(Error::Other(format!("{uri}: the source gave no frames")));
+            return Err(Error::Command(format!("{uri}: the source gave no frames")));
         }
         detector.detect(&frame)?;
         for _ in 0..options.warmup {
@@ -301,7 +301,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     }
     let seconds = timed.elapsed().as_secs_f64();
     if n == 0 {
-        return Err(Error::Other(format!("{uri}: the source gave no frames")));
+        return Err(Error::Command(format!("{uri}: the source gave no frames")));
     }
     let (stages, curve) = stage_figures(mode, &lat);
     // The detector's own rate: its stage, not the source's rendering, is what is measured.
@@ -423,7 +423,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     let summary = result?;
     let published = summary.frames.published;
     if published == 0 {
-        return Err(Error::Other(format!("{}: no frame was published", config.source.uri)));
+        return Err(Error::Command(format!("{}: no frame was published", config.source.uri)));
     }
     let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
     let (stages, curve) = stage_figures(Mode::Pipeline, &summary.latency);
@@ -505,12 +505,14 @@ pub fn format_table(r: &BenchReport) -> String {
 /// inference) as latency against percentile, in one SVG.
 pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
     use plotters::prelude::*;
-    let err = |e: String| Error::Other(format!("{}: cannot draw the plot: {e}", path.display()));
+    let err = |e: DrawingAreaErrorKind<std::io::Error>| {
+        Error::io(format!("{}: cannot draw the plot", path.display()), std::io::Error::other(e))
+    };
     let top = reports.iter().flat_map(|r| r.curve.iter().map(|p| p.1)).fold(0.0f64, f64::max);
     let y_max = if top > 0.0 { top * 1.1 } else { 1.0 };
     let x = |q: f64| -(1.0 - q).max(1e-4).log10();
     let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    root.fill(&WHITE).map_err(err)?;
     let mut what: Vec<&str> = reports.iter().map(|r| r.mode).collect();
     what.dedup();
     let mut chart = ChartBuilder::on(&root)
@@ -519,7 +521,7 @@ pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..3.6f64, 0f64..y_max)
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("percentile (log scale of 1 - p; the last point is the maximum)")
@@ -536,7 +538,7 @@ pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
             }
         })
         .draw()
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(err)?;
     let colours = [
         RGBColor(31, 119, 180),
         RGBColor(214, 39, 40),
@@ -556,7 +558,7 @@ pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
         );
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-            .map_err(|e| err(e.to_string()))?
+            .map_err(err)?
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
     }
@@ -566,8 +568,8 @@ pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))?;
+        .map_err(err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::Path;
 
 use jetdetect::source::synthetic::{Rng, Scene, CLASS_NAMES};
+use jetdetect::Error;
 
 /// Objects less visible than this are left out of the labels.
 pub const MIN_VISIBLE: f32 = 0.35;
@@ -19,8 +20,8 @@ pub const MIN_VISIBLE: f32 = 0.35;
 const SIZES: [(u32, u32); 5] = [(640, 480), (640, 360), (480, 480), (800, 600), (320, 240)];
 
 /// Writes `train` + `val` images with labels under `out`. Returns the number of labelled objects.
-pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<usize, String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<usize, Error> {
+    let io = |p: &Path, e: std::io::Error| Error::io(p.display().to_string(), e);
     let mut rng = Rng::new(seed);
     let mut labelled = 0;
     let (mut rgb, mut ids, mut truth) = (Vec::new(), Vec::new(), Vec::new());
@@ -37,7 +38,7 @@ pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<
             let name = format!("{split}_{i:05}");
             let img_path = img_dir.join(format!("{name}.png"));
             image::save_buffer(&img_path, &rgb, w, h, image::ExtendedColorType::Rgb8)
-                .map_err(|e| format!("{}: {e}", img_path.display()))?;
+                .map_err(|e| io(&img_path, std::io::Error::other(e)))?;
             let lbl_path = lbl_dir.join(format!("{name}.txt"));
             let mut f = std::fs::File::create(&lbl_path).map_err(|e| io(&lbl_path, e))?;
             for g in truth.iter().filter(|g| g.visible >= MIN_VISIBLE) {

@@ -150,7 +150,8 @@ pub(super) fn environment(library: &Path) -> Result<&'static ort::environment::E
             )))
         };
     }
-    let builder = ort::init_from(library).map_err(|e| EngineError::Model(load_error(library, &e)))?;
+    let builder = ort::init_from(library)
+        .map_err(|e| EngineError::Load { message: load_error(library, &e), source: e })?;
     // ONNX Runtime's messages (and TensorRT's, which its provider relays) go to jetdetect's log.
     let env =
         builder.with_name("jetdetect").with_logger(Arc::new(super::trt_log::route)).build().map_err(|e| {

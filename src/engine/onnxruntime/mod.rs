@@ -350,7 +350,7 @@ impl Engine for OrtEngine {
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
-        let err = |e: String| EngineError::Run(format!("{}: {e}", self.label));
+        let err = |source: ort::Error| EngineError::Ort { context: self.label.clone(), source };
         if self.on_gpu && self.stage_input.is_none() {
             // A GPU session copies a host input when it is bound, not when it runs.
             bind_input(&self.binding, &self.input_cname, &self.input).map_err(err)?;

@@ -21,7 +21,10 @@ impl InputStage for OrtStage {
     }
 
     fn run(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
-        let err = |e: String| EngineError::Run(format!("preprocessing on {}: {e}", self.label));
+        let err = |source: ort::Error| EngineError::Ort {
+            context: format!("preprocessing on {}", self.label),
+            source,
+        };
         if bytes.len() != self.len {
             return Err(EngineError::Run(format!(
                 "preprocessing on {}: the graph takes {} bytes, the frame has {}",
@@ -30,7 +33,7 @@ impl InputStage for OrtStage {
                 bytes.len()
             )));
         }
-        let (_, host) = self.input.try_extract_tensor_mut::<u8>().map_err(|e| err(e.to_string()))?;
+        let (_, host) = self.input.try_extract_tensor_mut::<u8>().map_err(err)?;
         host.copy_from_slice(bytes);
         if self.on_gpu {
             // Binding is when the bytes are copied to the device.
