@@ -64,6 +64,21 @@ struct SceneObject {
     approach: Option<f32>,
 }
 
+/// One pass of an object in a scene whose objects leave ([`Scene::leaving`]).
+#[derive(Clone, Copy, Debug)]
+struct Pass {
+    /// Centre at the start.
+    x: f32,
+    y: f32,
+    /// Pixels per frame.
+    vx: f32,
+    vy: f32,
+    /// Frames in the picture.
+    length: f32,
+    /// Time to contact at the start, in frames, for an object closing in.
+    approach: Option<f32>,
+}
+
 /// A synthetic scene: a static background and objects in linear, bouncing motion.
 #[derive(Clone, Debug)]
 pub struct Scene {
@@ -73,6 +88,29 @@ pub struct Scene {
     seed: u64,
     background: Vec<u8>,
     objects: Vec<SceneObject>,
+    /// Objects leave the picture instead of bouncing ([`Scene::leaving`]).
+    leave: bool,
+}
+
+/// Where an object is in one frame, and what the truth says of it.
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    cx: f32,
+    cy: f32,
+    half_w: f32,
+    half_h: f32,
+    ttc_frames: Option<f32>,
+    object: usize,
+}
+
+/// Area of an object's shape with half sizes `hw` x `hh`: a box, a ball (ellipse) or a cone
+/// (a triangle, its width growing from the tip at the top).
+fn shape_area(class_id: usize, hw: f32, hh: f32) -> f32 {
+    match class_id {
+        1 => std::f32::consts::PI * hw * hh,
+        2 => 2.0 * hw * hh,
+        _ => 4.0 * hw * hh,
+    }
 }
 
 fn hsv(h: f32, s: f32, v: f32) -> [u8; 3] {
@@ -207,7 +245,124 @@ impl Scene {
             o.vx *= 0.25;
             o.vy *= 0.25;
         }
-        Scene { width, height, noise, seed, background, objects }
+        Scene { width, height, noise, seed, background, objects, leave: false }
+    }
+
+    /// The same scene with objects that come and go: an object crossing the picture enters at
+    /// an edge, moves in a straight line and leaves at another (crossing and hiding others on
+    /// its way), then after a pause a new one of its kind enters elsewhere; an object closing
+    /// in disappears at the end of its approach (it was passed), and after a pause a new one
+    /// starts closing in elsewhere (from 0.4 times its size to twice it, contact 3 to 8 s away
+    /// at the start at 30 fps, 0.6 to 1.6 s at the end). Each such pass is a new object of the truth
+    /// (`object = pass * 256 + index`), so a tracker must give it a new track. The truth's
+    /// `visible` then also counts the part of the object outside the picture as not visible.
+    pub fn leaving(mut self) -> Scene {
+        self.leave = true;
+        self
+    }
+
+    /// Object `k`'s place in frame `t`, `None` while it is away.
+    fn place(&self, k: usize, o: &SceneObject, t: u64) -> Option<Placement> {
+        let (w, h) = (self.width as f32, self.height as f32);
+        if !self.leave {
+            // Closing in: the size grows as T / (T - tau), tau the frames into this approach.
+            let (grow, ttc_frames) = match o.approach {
+                Some(big_t) => {
+                    let tau = (t as f32).rem_euclid(big_t / 2.0);
+                    (big_t / (big_t - tau), Some(big_t - tau))
+                }
+                None => (1.0, None),
+            };
+            let (half_w, half_h) = (o.half_w * grow, o.half_h * grow);
+            let cx = bounce(o.x0, o.vx, t, half_w, w - half_w);
+            let cy = bounce(o.y0, o.vy, t, half_h, h - half_h);
+            return Some(Placement { cx, cy, half_w, half_h, ttc_frames, object: k });
+        }
+        // Passes follow each other: find the one frame `t` falls in. Objects start part-way
+        // into their first pass, so that not all of them enter at frame 0.
+        let offset = self.pass_rng(k, u64::MAX).below(self.pass(k, o, 0).1);
+        let mut into = t + offset;
+        let mut p = 0u64;
+        loop {
+            let (pass, duration) = self.pass(k, o, p);
+            if into < duration {
+                let tau = into as f32;
+                if tau >= pass.length {
+                    return None; // the pause after it
+                }
+                let object = (p as usize).wrapping_mul(256) + k;
+                return Some(match pass.approach {
+                    Some(big_t) => {
+                        let grow = 0.4 * big_t / (big_t - tau);
+                        let (half_w, half_h) = (o.half_w * grow, o.half_h * grow);
+                        let cx = bounce(pass.x, pass.vx, into, half_w, w - half_w);
+                        let cy = bounce(pass.y, pass.vy, into, half_h, h - half_h);
+                        Placement { cx, cy, half_w, half_h, ttc_frames: Some(big_t - tau), object }
+                    }
+                    None => Placement {
+                        cx: pass.x + pass.vx * tau,
+                        cy: pass.y + pass.vy * tau,
+                        half_w: o.half_w,
+                        half_h: o.half_h,
+                        ttc_frames: None,
+                        object,
+                    },
+                });
+            }
+            into -= duration;
+            p += 1;
+        }
+    }
+
+    /// The generator of object `k`'s pass `p`.
+    fn pass_rng(&self, k: usize, p: u64) -> Rng {
+        let mut r = Rng::new(self.seed ^ 0x4c45_4156_4500_0000 ^ (k as u64).rotate_left(40));
+        let mut r2 = Rng::new(r.next_u64() ^ p);
+        r2.next_u64();
+        r2
+    }
+
+    /// Object `k`'s pass `p` and its frames, the pause after it included.
+    fn pass(&self, k: usize, o: &SceneObject, p: u64) -> (Pass, u64) {
+        let (w, h) = (self.width as f32, self.height as f32);
+        let mut rng = self.pass_rng(k, p);
+        let speed_scale = w / 640.0;
+        if o.approach.is_some() {
+            // From 0.4 times its size to twice it (a time to contact of T down to T / 5, T of 3
+            // to 8 s at 30 fps), a new T each pass; then 10 to 50 frames away.
+            let big_t = rng.range(90.0, 240.0);
+            let length = (big_t * 0.8).floor();
+            let (mw, mh) = (2.0 * o.half_w, 2.0 * o.half_h);
+            let x = if w > 2.0 * mw { rng.range(mw, w - mw) } else { w / 2.0 };
+            let y = if h > 2.0 * mh { rng.range(mh, h - mh) } else { h / 2.0 };
+            let (vx, vy) = (rng.range(-0.5, 0.5) * speed_scale, rng.range(-0.5, 0.5) * speed_scale);
+            let pause = 10 + rng.below(40);
+            let pass = Pass { x, y, vx, vy, length, approach: Some(big_t) };
+            return (pass, length as u64 + pause);
+        }
+        // In at one edge (just outside), towards a point in the middle of the picture, out at
+        // another; then 0 to 45 frames before the next enters.
+        let (hw, hh) = (o.half_w, o.half_h);
+        let along = rng.range(0.1, 0.9);
+        let (x, y) = match rng.below(4) {
+            0 => (-hw, along * h),
+            1 => (w + hw, along * h),
+            2 => (along * w, -hh),
+            _ => (along * w, h + hh),
+        };
+        let (tx, ty) = (rng.range(0.25, 0.75) * w, rng.range(0.25, 0.75) * h);
+        let speed = rng.range(1.0, 4.0) * speed_scale;
+        let norm = ((tx - x).powi(2) + (ty - y).powi(2)).sqrt().max(1e-3);
+        let (vx, vy) = ((tx - x) / norm * speed, (ty - y) / norm * speed);
+        // Leaves when its centre is half its size past an edge.
+        let exit = |p: f32, v: f32, lo: f32, hi: f32| match v {
+            v if v > 0.0 => (hi - p) / v,
+            v if v < 0.0 => (lo - p) / v,
+            _ => f32::INFINITY,
+        };
+        let length = exit(x, vx, -hw, w + hw).min(exit(y, vy, -hh, h + hh)).ceil().max(1.0);
+        let pause = rng.below(46);
+        (Pass { x, y, vx, vy, length, approach: None }, length as u64 + pause)
     }
 
     /// Frame width in pixels.
@@ -232,18 +387,12 @@ impl Scene {
         // Per-object pixel counts; ids are u8, so at most 255 objects (the URI allows 32).
         let mut painted = [0u32; 256];
 
+        // Which object each truth entry is (objects away are left out).
+        let mut index = [0u8; 256];
         for (k, o) in self.objects.iter().enumerate() {
-            // Closing in: the size grows as T / (T - tau), tau the frames into this approach.
-            let (grow, ttc_frames) = match o.approach {
-                Some(big_t) => {
-                    let tau = (t as f32).rem_euclid(big_t / 2.0);
-                    (big_t / (big_t - tau), Some(big_t - tau))
-                }
-                None => (1.0, None),
-            };
-            let o = &SceneObject { half_w: o.half_w * grow, half_h: o.half_h * grow, ..o.clone() };
-            let cx = bounce(o.x0, o.vx, t, o.half_w, self.width as f32 - o.half_w);
-            let cy = bounce(o.y0, o.vy, t, o.half_h, self.height as f32 - o.half_h);
+            let Some(at) = self.place(k, o, t) else { continue };
+            let (cx, cy, ttc_frames) = (at.cx, at.cy, at.ttc_frames);
+            let o = &SceneObject { half_w: at.half_w, half_h: at.half_h, ..o.clone() };
             let (x1, x2) = (cx - o.half_w, cx + o.half_w);
             let (y1, y2) = (cy - o.half_h, cy + o.half_h);
             let (mut bx1, mut by1, mut bx2, mut by2) = (usize::MAX, usize::MAX, 0usize, 0usize);
@@ -299,17 +448,28 @@ impl Scene {
                 x2: bx2 as f32,
                 y2: by2 as f32,
                 visible: 0.0,
-                object: k,
+                object: at.object,
                 ttc_frames,
             });
+            index[truth.len() - 1] = k as u8;
         }
 
         let mut seen = [0u32; 256];
         for &id in ids.iter().filter(|&&id| id > 0) {
             seen[id as usize - 1] += 1;
         }
-        for (g, (s, p)) in truth.iter_mut().zip(seen.iter().zip(&painted)) {
-            g.visible = if *p == 0 { 0.0 } else { *s as f32 / *p as f32 };
+        for (i, g) in truth.iter_mut().enumerate() {
+            let k = index[i] as usize;
+            let (s, p) = (seen[k] as f32, painted[k] as f32);
+            // Objects that leave may be partly outside the picture: that part is not visible.
+            // (Objects closing in are placed to stay whole in the picture.)
+            let whole = match &self.objects[k] {
+                o if self.leave && g.ttc_frames.is_none() => {
+                    p.max(shape_area(o.class_id, o.half_w, o.half_h))
+                }
+                _ => p,
+            };
+            g.visible = if p == 0.0 { 0.0 } else { (s / whole).min(1.0) };
         }
 
         if self.noise > 0 {
@@ -344,13 +504,15 @@ pub struct SyntheticSource {
 }
 
 /// Query keys `synthetic://` accepts.
-pub const KEYS: [&str; 10] =
-    ["width", "height", "fps", "format", "seed", "objects", "frames", "approach", "stall", "stall_ms"];
+pub const KEYS: [&str; 11] = [
+    "width", "height", "fps", "format", "seed", "objects", "frames", "approach", "leave", "stall", "stall_ms",
+];
 
 impl SyntheticSource {
     /// Opens `synthetic://?width=..&height=..&fps=..&format=..&seed=..&objects=..&frames=..&approach=..`.
     /// `fps=0` delivers frames as fast as they are asked for; `frames=0` never ends;
     /// `approach=N`: the first N objects close in on the camera ([`Scene::with_approach`]);
+    /// `leave=1`: objects come and go, each pass a new object of the truth ([`Scene::leaving`]);
     /// `stall=N&stall_ms=M`: after N frames the camera delivers nothing for M ms (2000 by
     /// default), once, as a camera that freezes and recovers (the blind path, end to end).
     pub fn open(uri: &SourceUri) -> Result<SyntheticSource, SourceError> {
@@ -370,6 +532,7 @@ impl SyntheticSource {
         let objects = uri.get_in("objects", 4usize, 0, 32)?;
         let max_frames = uri.get("frames", 0u64)?;
         let approaching = uri.get_in("approach", 0usize, 0, objects)?;
+        let leave = uri.get_in("leave", 0u8, 0, 1)? == 1;
         let stall_at = uri.get("stall", 0u64)?;
         let stall_ms = uri.get_in("stall_ms", 2000u64, 1, 600_000)?;
         if format.frame_len(width, height).is_none() {
@@ -379,7 +542,10 @@ impl SyntheticSource {
             )));
         }
         Ok(SyntheticSource {
-            scene: Scene::with_approach(width, height, objects, approaching, seed, 6),
+            scene: match Scene::with_approach(width, height, objects, approaching, seed, 6) {
+                scene if leave => scene.leaving(),
+                scene => scene,
+            },
             format,
             pacer: Pacer::new(fps),
             max_frames,
@@ -437,6 +603,7 @@ impl FrameSource for SyntheticSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn approaching_objects_grow_as_their_time_to_contact_says_and_others_are_unchanged() {
@@ -462,6 +629,58 @@ mod tests {
         let size = |g: &GroundTruth| ((g.x2 - g.x1) * (g.y2 - g.y1)).sqrt();
         let want = (big_t - 10.0) / (big_t - 20.0);
         assert!((size(&b) / size(&a) - want).abs() < 0.03, "{} vs {want}", size(&b) / size(&a));
+    }
+
+    #[test]
+    fn leaving_objects_enter_cross_and_leave_and_each_pass_is_a_new_object() {
+        let (w, h) = (320u32, 240u32);
+        let scene = Scene::with_approach(w, h, 4, 1, 5, 0).leaving();
+        let (mut rgb, mut ids, mut truth) = (Vec::new(), Vec::new(), Vec::new());
+        // Per object of the truth: its frames, first and last box, and its times to contact.
+        let mut seen: BTreeMap<usize, Vec<(u64, GroundTruth)>> = BTreeMap::new();
+        for t in 0..3000 {
+            scene.render(t, &mut rgb, &mut ids, &mut truth);
+            for g in &truth {
+                seen.entry(g.object).or_default().push((t, *g));
+            }
+        }
+        let passes = |k: usize| seen.keys().filter(|&&o| o % 256 == k).count();
+        for k in 0..4 {
+            assert!(passes(k) >= 5, "object {k} came back as new objects: {} passes", passes(k));
+        }
+        let mut crossings = 0;
+        for (&object, frames) in &seen {
+            // One unbroken run of frames: an object that left never comes back as itself.
+            let (first, last) = (frames[0].0, frames[frames.len() - 1].0);
+            assert_eq!(last - first + 1, frames.len() as u64, "object {object} came back");
+            let edge = |g: &GroundTruth| g.x1 == 0.0 || g.y1 == 0.0 || g.x2 == w as f32 || g.y2 == h as f32;
+            if object % 256 == 0 {
+                // Closing in: the time to contact falls a frame per frame, whole in the picture.
+                assert!(frames.windows(2).all(|p| (p[0].1.ttc_frames.unwrap()
+                    - p[1].1.ttc_frames.unwrap()
+                    - 1.0)
+                    .abs()
+                    < 1e-3));
+                // From 3 to 8 s away to a fifth of that: its size grows fivefold.
+                if first > 0 && last < 2999 {
+                    let (a, b) =
+                        (frames[0].1.ttc_frames.unwrap(), frames[frames.len() - 1].1.ttc_frames.unwrap());
+                    assert!((90.0..=240.0).contains(&a) && (4.5..=5.0).contains(&(a / b)), "{a} -> {b}");
+                }
+            } else if first > 0 && last < 2999 {
+                // Crossing: in at an edge, out at an edge, partly outside on the way (less visible).
+                crossings += 1;
+                assert!(edge(&frames[0].1) && edge(&frames[frames.len() - 1].1), "object {object}");
+                assert!(frames[0].1.visible < 0.5, "{:?}", frames[0].1);
+                assert!(frames.iter().all(|(_, g)| g.ttc_frames.is_none()));
+            }
+        }
+        assert!(crossings >= 15, "{crossings} crossings");
+        // Frames are a pure function of their number, as without leave=1.
+        let (mut a, mut ta) = (Vec::new(), Vec::new());
+        scene.render(1234, &mut a, &mut ids, &mut ta);
+        scene.render(1234, &mut rgb, &mut ids, &mut truth);
+        assert_eq!((a, ta), (rgb, truth));
     }
 
     #[test]
