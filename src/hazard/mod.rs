@@ -252,6 +252,7 @@ impl Hazards {
             _ => *self.camera.insert(Camera::new(&self.camera_config, width, height)),
         };
         let t = captured.saturating_duration_since(self.epoch).as_secs_f64();
+        self.tracker.set_frame(width, height);
         self.tracker.update(detections, t);
         out.track_of.clear();
         out.track_of.extend_from_slice(&self.tracker.track_of);

@@ -3,7 +3,14 @@
 //! An object closing in at a steady speed grows in the picture as `s(t) = k / (D - v t)`, so
 //! `d ln s / dt = v / (D - v t) = 1 / TTC`: the time to contact is the inverse of the rate at
 //! which the logarithm of the box's size grows, whatever the object's real size and distance
-//! (Lee's tau). The size is `sqrt(w * h)`, so width and height noise average out. The rate is
+//! (Lee's tau). The size is `sqrt(w * h)`, so width and height noise average out. A box cut by
+//! the picture's edge does not show its object's size (an object entering the picture "grows"
+//! as more of it comes in, and a detector's box on a part of an object is unreliable along
+//! both axes), so cut boxes are left out: a track cut by the edge keeps the estimate of its
+//! last whole boxes, moved on to the newest frame, while the ring still holds half a window of
+//! them (and for at most one window), and then has none until it is whole again. An estimate
+//! needs observations over half a window (of at most a second): over less, a detector's box
+//! jitter passes for growth. The rate is
 //! the least-squares slope of `ln s` over the track's recent observations (a time window, so a
 //! dropped frame does not bias it), which is also the smoothing; its standard error gives the
 //! confidence. The slope is the rate at the window's mean time, so the estimate is moved to the
@@ -13,6 +20,12 @@ use serde::Serialize;
 
 /// How many observations a track keeps for the estimate.
 pub const HISTORY: usize = 32;
+
+/// A box cut by the picture's left or right edge: its width is not its object's.
+pub const WIDTH_CUT: u8 = 1;
+
+/// A box cut by the picture's top or bottom edge: its height is not its object's.
+pub const HEIGHT_CUT: u8 = 2;
 
 /// Which way a track's size goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -47,31 +60,38 @@ impl Default for Ttc {
 /// A track's recent sizes: `(time s, ln size)`, oldest first, in a fixed ring.
 #[derive(Clone, Copy, Debug)]
 pub struct ScaleHistory {
-    samples: [(f64, f64); HISTORY],
+    /// `(time s, ln w, ln h, cut)`: `cut` has [`WIDTH_CUT`] and [`HEIGHT_CUT`].
+    samples: [(f64, f64, f64, u8); HISTORY],
     start: usize,
     len: usize,
 }
 
 impl Default for ScaleHistory {
     fn default() -> Self {
-        ScaleHistory { samples: [(0.0, 0.0); HISTORY], start: 0, len: 0 }
+        ScaleHistory { samples: [(0.0, 0.0, 0.0, 0); HISTORY], start: 0, len: 0 }
     }
 }
 
 impl ScaleHistory {
-    /// Records a box of `w` x `h` pixels seen at `t` seconds.
+    /// Records a whole box of `w` x `h` pixels seen at `t` seconds.
     pub fn push(&mut self, t: f64, w: f32, h: f32) {
-        let s = ((w.max(1e-3) * h.max(1e-3)) as f64).sqrt().ln();
+        self.push_cut(t, w, h, 0);
+    }
+
+    /// Records a box of `w` x `h` pixels seen at `t` seconds, cut by the picture's edge as
+    /// `cut` says ([`WIDTH_CUT`], [`HEIGHT_CUT`]).
+    pub fn push_cut(&mut self, t: f64, w: f32, h: f32, cut: u8) {
+        let sample = (t, (w.max(1e-3) as f64).ln(), (h.max(1e-3) as f64).ln(), cut);
         if self.len == HISTORY {
-            self.samples[self.start] = (t, s);
+            self.samples[self.start] = sample;
             self.start = (self.start + 1) % HISTORY;
         } else {
-            self.samples[(self.start + self.len) % HISTORY] = (t, s);
+            self.samples[(self.start + self.len) % HISTORY] = sample;
             self.len += 1;
         }
     }
 
-    /// Observations recorded.
+    /// Number of observations kept.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -81,16 +101,29 @@ impl ScaleHistory {
         self.len == 0
     }
 
-    fn iter(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+    fn iter(&self) -> impl Iterator<Item = (f64, f64, f64, u8)> + '_ {
         (0..self.len).map(move |i| self.samples[(self.start + i) % HISTORY])
     }
 
     /// The estimate over the observations of the last `window_s` seconds (at least 3 needed).
     pub fn ttc(&self, window_s: f64) -> Ttc {
-        let Some(&(last, _)) = self.iter().last().as_ref() else { return Ttc::default() };
-        let recent = || self.iter().filter(move |(t, _)| last - t <= window_s);
+        let Some(&(last, ..)) = self.iter().last().as_ref() else { return Ttc::default() };
+        // Only whole boxes tell the size; while the box is cut, the estimate of the last whole
+        // ones is carried forward for at most one window.
+        let Some((anchor, ..)) = self.iter().filter(|s| s.3 == 0).last() else { return Ttc::default() };
+        if last - anchor > window_s {
+            return Ttc::default();
+        }
+        let recent = move || {
+            self.iter()
+                .filter(move |(t, .., cut)| *cut == 0 && anchor - t <= window_s)
+                .map(|(t, w, h, _)| (t, 0.5 * (w + h)))
+        };
         let n = recent().count();
-        if n < 3 {
+        // Too few observations, or over too short a time to tell growth from a detector's
+        // box jitter: at least half a window (of at most a second).
+        let span = recent().next().map_or(0.0, |(t, _)| anchor - t);
+        if n < 3 || span < 0.5 * window_s.min(1.0) {
             return Ttc::default();
         }
         let (mt, ms) = recent().fold((0.0, 0.0), |(a, b), (t, s)| (a + t, b + s));
@@ -160,6 +193,43 @@ mod tests {
         let got = t.seconds.unwrap();
         assert!((got - truth).abs() / truth < 0.1, "{got} vs {truth}");
         assert!(t.confidence > 0.5, "{t:?}");
+    }
+
+    #[test]
+    fn a_box_cut_by_the_edge_tells_no_size_and_the_last_whole_estimate_is_carried_forward() {
+        // An object sliding into the picture from the left at 60 px/s: its box widens, its
+        // height stays. Read whole, that is an approach; cut, there is nothing to tell.
+        let (mut whole, mut cut) = (ScaleHistory::default(), ScaleHistory::default());
+        for i in 0..30 {
+            let t = i as f64 / 30.0;
+            let w = 10.0 + 60.0 * t as f32;
+            whole.push(t, w, 80.0);
+            cut.push_cut(t, w, 80.0, WIDTH_CUT);
+        }
+        assert_eq!(whole.ttc(1.0).trend, Trend::Approaching);
+        assert_eq!(cut.ttc(1.0), Ttc::default());
+        // Closing in from 10 m at 2 m/s, whole for 1 s, then cut at the top (its box no longer
+        // grows in height): the estimate goes on falling a second per second for one window.
+        let mut h = ScaleHistory::default();
+        let (d0, v) = (10.0, 2.0);
+        let size = |t: f64| (100.0 * d0 / (d0 - v * t)) as f32;
+        for i in 0..30 {
+            let t = i as f64 / 30.0;
+            h.push(t, size(t), size(t));
+        }
+        for i in 30..40 {
+            let t = i as f64 / 30.0;
+            h.push_cut(t, size(t), 50.0, HEIGHT_CUT);
+        }
+        let truth = (d0 - v * 39.0 / 30.0) / v;
+        let got = h.ttc(1.0).seconds.unwrap();
+        assert!((got - truth).abs() / truth < 0.01, "{got} vs {truth}");
+        // Cut for long (past what the ring holds, or one window): no estimate.
+        for i in 40..62 {
+            let t = i as f64 / 30.0;
+            h.push_cut(t, size(t), 50.0, HEIGHT_CUT);
+        }
+        assert_eq!(h.ttc(1.0), Ttc::default());
     }
 
     #[test]
