@@ -91,6 +91,15 @@ pub enum Error {
         /// The source.
         uri: String,
     },
+    /// `jetdetect eval --hazards` on a source whose truth has no object closing in.
+    #[error(
+        "{uri}: no object of the source's ground truth closes in, so there is no time to contact to score: \
+         use a source with approach=N (e.g. synthetic://?fps=0&approach=3&leave=1)"
+    )]
+    NothingClosingIn {
+        /// The source.
+        uri: String,
+    },
     /// The daemon's socket did not answer (`jetdetect watch`).
     #[error(
         "{}: cannot connect: {source} (is the daemon running? `systemctl status jetdetect`, or give --socket / --config)",

@@ -1,5 +1,6 @@
 //! Scoring detections against ground truth (precision and recall at an IoU); [`tracking`]
-//! scores tracks (MOTA, identity switches, IDF1).
+//! scores tracks (MOTA, identity switches, IDF1), [`hazards`] the hazard layer (tracking, time
+//! to contact, danger alarms; [`score_hazards`]).
 //!
 //! Used by the tests on the synthetic source and by `jetdetect eval` ([`score`]). Matching
 //! is greedy by score, one detection per object, same class, IoU at or above
@@ -7,11 +8,13 @@
 //! `min_visible`) are "don't care": detecting them is not a false positive and
 //! missing them is not a false negative.
 
+pub mod hazards;
 pub mod tracking;
 
 use crate::config::Config;
 use crate::detector::Detector;
 use crate::frame::{Frame, GroundTruth};
+use crate::hazard::{HazardFrame, Hazards};
 use crate::yolo::{iou, Detection};
 use crate::{source, Error};
 
@@ -50,6 +53,47 @@ pub fn score(config: &Config, uri: &str, frames: u64, match_iou: f32) -> Result<
     }
     let mean = |v: f64| (v / n.max(1) as f64 * 1000.0).round() / 1000.0;
     Ok(Score { frames: n, counts, mean_ms: ms.map(mean) })
+}
+
+/// Runs the detector and the hazard layer `config` describes on up to `frames` frames of
+/// `uri` (a source whose truth has object identities and times to contact, such as
+/// `synthetic://?approach=2&leave=1`), taking frame `n` to be captured at `n / fps` seconds
+/// whatever the machine's speed, and scores them ([`hazards::HazardScorer`]) with boxes
+/// matched at `match_iou`. `[hazards]` is used as configured, `enabled` or not.
+pub fn score_hazards(
+    config: &Config,
+    uri: &str,
+    frames: u64,
+    fps: f64,
+    match_iou: f32,
+) -> Result<hazards::HazardScore, Error> {
+    let mut detector = Detector::from_config(config)?;
+    let mut layer = Hazards::new(&config.hazards, &config.camera, detector.names())?;
+    let mut src = source::open(uri)?;
+    let mut frame = Frame::empty();
+    let mut out = HazardFrame::with_capacity(64);
+    let h = &config.hazards;
+    let mut scorer = hazards::HazardScorer::new(fps, h.danger_ttc_s, h.min_confidence, match_iou, 0.5);
+    detector.warm_up(2)?;
+    let epoch = std::time::Instant::now();
+    let mut n = 0;
+    let mut closing = false;
+    while n < frames && src.next_frame(&mut frame)? {
+        let dets = detector.detect(&frame)?;
+        let captured = epoch + std::time::Duration::from_secs_f64(frame.seq as f64 / fps);
+        layer.update(dets, captured, frame.width, frame.height, &mut out);
+        scorer.frame(frame.seq, &frame.truth, dets, &out);
+        closing |= frame.truth.iter().any(|g| g.ttc_frames.is_some());
+        n += 1;
+    }
+    let score = scorer.finish();
+    if score.tracking.objects == 0 {
+        return Err(Error::NoGroundTruth { uri: uri.to_string() });
+    }
+    if !closing {
+        return Err(Error::NothingClosingIn { uri: uri.to_string() });
+    }
+    Ok(score)
 }
 
 /// True/false positive and false negative counts.

@@ -267,3 +267,108 @@ fn a_missing_camera_makes_the_daemon_blind_and_it_says_why() {
     assert!(err.contains("blind: no fresh frame for") && err.contains("camera: /dev/video-none-jd"), "{err}");
     assert!(err.contains("no frame processed in the last"), "the periodic line says so:\n{err}");
 }
+
+/// `jetdetect eval --hazards`'s line (docs/hazards.md), read through types.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HazardEval {
+    source: String,
+    frames: u64,
+    seconds: f64,
+    tracking: EvalTracking,
+    ttc: EvalTtc,
+    danger: EvalDanger,
+    targets: std::collections::BTreeMap<String, bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvalTracking {
+    mota: f64,
+    idf1: f64,
+    id_switches: u64,
+    switches_per_100_track_s: f64,
+    track_seconds: f64,
+    objects: u64,
+    misses: u64,
+    false_positives: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvalTtc {
+    closing: u64,
+    compared: u64,
+    coverage: f64,
+    median_rel_error: f64,
+    p90_rel_error: f64,
+    within_15pct: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvalDanger {
+    episodes: u64,
+    recalled: u64,
+    recall: f64,
+    short_episodes: u64,
+    short_recalled: u64,
+    recall_all: f64,
+    alarms: u64,
+    false_alarms: u64,
+    early_alarms: u64,
+    false_per_min: f64,
+    mean_delay_s: f64,
+}
+
+fn eval(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["eval", "--hazards", "--config", "configs/demo.toml"])
+        .args(args)
+        .current_dir(crate::common::repo())
+        .output()
+        .unwrap()
+}
+
+/// Half a minute of objects coming, crossing, hiding each other, closing in and leaving, scored as
+/// `jetdetect eval --hazards` scores the 10-minute runs of docs/hazards.md. The bounds here are
+/// loose (half a minute is noisy); they catch a broken chain: tracks not reaching the scorer, times
+/// to contact off by a factor, alarms never raised or raised on nothing.
+#[test]
+fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
+    let out = eval(&["--frames", "900"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: HazardEval = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    eprintln!("{r:#?}");
+    assert!(r.source.contains("leave=1") && r.frames == 900 && (r.seconds - 30.0).abs() < 1e-6);
+    let t = &r.tracking;
+    assert!(t.objects > 1500 && t.track_seconds > 50.0, "{t:?}");
+    assert!(t.idf1 > 0.75 && t.mota > 0.6, "{t:?}");
+    assert!(t.switches_per_100_track_s < 5.0, "{t:?}");
+    let per_100 = t.id_switches as f64 * 100.0 / t.track_seconds;
+    assert!((per_100 - t.switches_per_100_track_s).abs() < 1e-3, "{t:?}");
+    assert!(t.misses + t.false_positives < t.objects, "{t:?}");
+    assert!(r.ttc.compared > 100 && r.ttc.compared <= r.ttc.closing && r.ttc.coverage > 0.3, "{:?}", r.ttc);
+    assert!(r.ttc.median_rel_error < 0.3 && r.ttc.p90_rel_error >= r.ttc.median_rel_error, "{:?}", r.ttc);
+    assert!(r.ttc.within_15pct > 0.3, "{:?}", r.ttc);
+    let d = &r.danger;
+    assert!(d.episodes >= 5 && d.recall > 0.6 && d.recalled <= d.episodes, "{d:?}");
+    assert!(d.short_recalled <= d.short_episodes && d.recall_all <= 1.0, "{d:?}");
+    assert!(d.alarms >= d.recalled / 2 && d.false_per_min < 10.0, "{d:?}");
+    assert!(d.false_alarms + d.early_alarms <= d.alarms && d.mean_delay_s >= 0.0, "{d:?}");
+    assert_eq!(r.targets.len(), 5, "{:?}", r.targets);
+}
+
+#[test]
+fn eval_hazards_needs_a_source_with_objects_closing_in() {
+    let out = eval(&["--frames", "30", "--source", "synthetic://?fps=0&width=320&height=240"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no object of the source's ground truth closes in") && err.contains("approach=N"),
+        "{err}"
+    );
+    let out = eval(&["--fps", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'0' is not a frame rate above 0"));
+}
