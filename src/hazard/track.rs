@@ -130,17 +130,10 @@ const EDGE_FRACTION: f32 = 0.02;
 /// See [`EDGE_FRACTION`].
 const EDGE_MIN_PX: f32 = 2.0;
 
-/// How `d` is cut by the edges of a `frame` picture ([`ttc::WIDTH_CUT`], [`ttc::HEIGHT_CUT`]).
-fn cut(d: &Detection, frame: (f32, f32)) -> u8 {
+/// Whether `d` is cut by the edges of a `frame` picture.
+fn cut(d: &Detection, frame: (f32, f32)) -> bool {
     let (mx, my) = ((frame.0 * EDGE_FRACTION).max(EDGE_MIN_PX), (frame.1 * EDGE_FRACTION).max(EDGE_MIN_PX));
-    let mut c = 0;
-    if d.x1 <= mx || d.x2 >= frame.0 - mx {
-        c |= super::ttc::WIDTH_CUT;
-    }
-    if d.y1 <= my || d.y2 >= frame.1 - my {
-        c |= super::ttc::HEIGHT_CUT;
-    }
-    c
+    d.x1 <= mx || d.x2 >= frame.0 - mx || d.y1 <= my || d.y2 >= frame.1 - my
 }
 
 impl Tracker {

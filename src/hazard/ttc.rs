@@ -21,12 +21,6 @@ use serde::Serialize;
 /// How many observations a track keeps for the estimate.
 pub const HISTORY: usize = 32;
 
-/// A box cut by the picture's left or right edge: its width is not its object's.
-pub const WIDTH_CUT: u8 = 1;
-
-/// A box cut by the picture's top or bottom edge: its height is not its object's.
-pub const HEIGHT_CUT: u8 = 2;
-
 /// Which way a track's size goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -60,28 +54,27 @@ impl Default for Ttc {
 /// A track's recent sizes: `(time s, ln size)`, oldest first, in a fixed ring.
 #[derive(Clone, Copy, Debug)]
 pub struct ScaleHistory {
-    /// `(time s, ln w, ln h, cut)`: `cut` has [`WIDTH_CUT`] and [`HEIGHT_CUT`].
-    samples: [(f64, f64, f64, u8); HISTORY],
+    /// `(time s, ln size, cut by the picture's edge)`.
+    samples: [(f64, f64, bool); HISTORY],
     start: usize,
     len: usize,
 }
 
 impl Default for ScaleHistory {
     fn default() -> Self {
-        ScaleHistory { samples: [(0.0, 0.0, 0.0, 0); HISTORY], start: 0, len: 0 }
+        ScaleHistory { samples: [(0.0, 0.0, false); HISTORY], start: 0, len: 0 }
     }
 }
 
 impl ScaleHistory {
     /// Records a whole box of `w` x `h` pixels seen at `t` seconds.
     pub fn push(&mut self, t: f64, w: f32, h: f32) {
-        self.push_cut(t, w, h, 0);
+        self.push_cut(t, w, h, false);
     }
 
-    /// Records a box of `w` x `h` pixels seen at `t` seconds, cut by the picture's edge as
-    /// `cut` says ([`WIDTH_CUT`], [`HEIGHT_CUT`]).
-    pub fn push_cut(&mut self, t: f64, w: f32, h: f32, cut: u8) {
-        let sample = (t, (w.max(1e-3) as f64).ln(), (h.max(1e-3) as f64).ln(), cut);
+    /// Records a box of `w` x `h` pixels seen at `t` seconds, `cut` by the picture's edge or not.
+    pub fn push_cut(&mut self, t: f64, w: f32, h: f32, cut: bool) {
+        let sample = (t, ((w.max(1e-3) * h.max(1e-3)) as f64).sqrt().ln(), cut);
         if self.len == HISTORY {
             self.samples[self.start] = sample;
             self.start = (self.start + 1) % HISTORY;
@@ -101,7 +94,7 @@ impl ScaleHistory {
         self.len == 0
     }
 
-    fn iter(&self) -> impl Iterator<Item = (f64, f64, f64, u8)> + '_ {
+    fn iter(&self) -> impl Iterator<Item = (f64, f64, bool)> + '_ {
         (0..self.len).map(move |i| self.samples[(self.start + i) % HISTORY])
     }
 
@@ -110,14 +103,14 @@ impl ScaleHistory {
         let Some(&(last, ..)) = self.iter().last().as_ref() else { return Ttc::default() };
         // Only whole boxes tell the size; while the box is cut, the estimate of the last whole
         // ones is carried forward for at most one window.
-        let Some((anchor, ..)) = self.iter().filter(|s| s.3 == 0).last() else { return Ttc::default() };
+        let Some((anchor, ..)) = self.iter().filter(|s| !s.2).last() else { return Ttc::default() };
         if last - anchor > window_s {
             return Ttc::default();
         }
         let recent = move || {
             self.iter()
-                .filter(move |(t, .., cut)| *cut == 0 && anchor - t <= window_s)
-                .map(|(t, w, h, _)| (t, 0.5 * (w + h)))
+                .filter(move |&(t, _, cut)| !cut && anchor - t <= window_s)
+                .map(|(t, size, _)| (t, size))
         };
         let n = recent().count();
         // Too few observations, or over too short a time to tell growth from a detector's
@@ -204,7 +197,7 @@ mod tests {
             let t = i as f64 / 30.0;
             let w = 10.0 + 60.0 * t as f32;
             whole.push(t, w, 80.0);
-            cut.push_cut(t, w, 80.0, WIDTH_CUT);
+            cut.push_cut(t, w, 80.0, true);
         }
         assert_eq!(whole.ttc(1.0).trend, Trend::Approaching);
         assert_eq!(cut.ttc(1.0), Ttc::default());
@@ -219,7 +212,7 @@ mod tests {
         }
         for i in 30..40 {
             let t = i as f64 / 30.0;
-            h.push_cut(t, size(t), 50.0, HEIGHT_CUT);
+            h.push_cut(t, size(t), 50.0, true);
         }
         let truth = (d0 - v * 39.0 / 30.0) / v;
         let got = h.ttc(1.0).seconds.unwrap();
@@ -227,7 +220,7 @@ mod tests {
         // Cut for long (past what the ring holds, or one window): no estimate.
         for i in 40..62 {
             let t = i as f64 / 30.0;
-            h.push_cut(t, size(t), 50.0, HEIGHT_CUT);
+            h.push_cut(t, size(t), 50.0, true);
         }
         assert_eq!(h.ttc(1.0), Ttc::default());
     }
