@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 
+use super::ratio;
 use super::tracking::{TrackedBox, TrackingScore, TrackingScorer};
 use crate::frame::GroundTruth;
 use crate::hazard::{HazardFrame, Level};
@@ -56,11 +57,7 @@ pub struct TtcScore {
 impl TtcScore {
     /// `compared / closing`: how often a confident estimate was there to act on.
     pub fn coverage(&self) -> f64 {
-        if self.closing == 0 {
-            0.0
-        } else {
-            self.compared as f64 / self.closing as f64
-        }
+        ratio(self.compared as f64, self.closing as f64, 0.0)
     }
 }
 
@@ -89,19 +86,12 @@ pub struct DangerScore {
 impl DangerScore {
     /// `recalled / episodes`, short ones apart (1 when there were none).
     pub fn recall(&self) -> f64 {
-        if self.episodes == 0 {
-            1.0
-        } else {
-            self.recalled as f64 / self.episodes as f64
-        }
+        ratio(self.recalled as f64, self.episodes as f64, 1.0)
     }
 
     /// Recall over every episode, short ones included.
     pub fn recall_all(&self) -> f64 {
-        match self.episodes + self.short_episodes {
-            0 => 1.0,
-            n => (self.recalled + self.short_recalled) as f64 / n as f64,
-        }
+        ratio((self.recalled + self.short_recalled) as f64, (self.episodes + self.short_episodes) as f64, 1.0)
     }
 }
 
@@ -126,20 +116,12 @@ pub struct HazardScore {
 impl HazardScore {
     /// Identity switches per 100 seconds of visible objects.
     pub fn switches_per_100_track_s(&self) -> f64 {
-        if self.track_seconds <= 0.0 {
-            0.0
-        } else {
-            self.tracking.id_switches as f64 * 100.0 / self.track_seconds
-        }
+        ratio(self.tracking.id_switches as f64 * 100.0, self.track_seconds, 0.0)
     }
 
     /// False alarms per minute of source time.
     pub fn false_alarms_per_min(&self) -> f64 {
-        if self.seconds <= 0.0 {
-            0.0
-        } else {
-            self.danger.false_alarms as f64 * 60.0 / self.seconds
-        }
+        ratio(self.danger.false_alarms as f64 * 60.0, self.seconds, 0.0)
     }
 }
 
@@ -319,10 +301,8 @@ impl HazardScorer {
         };
         self.ttc.median = at(0.5);
         self.ttc.p90 = at(0.9);
-        self.ttc.within_15 = match errors.len() {
-            0 => 0.0,
-            n => errors.iter().filter(|&&e| e <= 0.15).count() as f64 / n as f64,
-        };
+        self.ttc.within_15 =
+            ratio(errors.iter().filter(|&&e| e <= 0.15).count() as f64, errors.len() as f64, 0.0);
         if self.danger.recalled > 0 {
             self.danger.mean_delay_s = self.delays / self.danger.recalled as f64;
         }

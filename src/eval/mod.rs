@@ -96,6 +96,16 @@ pub fn score_hazards(
     Ok(score)
 }
 
+/// `part / whole`, or `if_none` when `whole` is 0 (nothing to count): the one rule behind every
+/// rate the scorers report.
+pub fn ratio(part: f64, whole: f64, if_none: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole
+    } else {
+        if_none
+    }
+}
+
 /// True/false positive and false negative counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -110,20 +120,12 @@ pub struct Counts {
 impl Counts {
     /// `tp / (tp + fp)`, 1 when nothing was detected.
     pub fn precision(&self) -> f64 {
-        if self.tp + self.fp == 0 {
-            1.0
-        } else {
-            self.tp as f64 / (self.tp + self.fp) as f64
-        }
+        ratio(self.tp as f64, (self.tp + self.fp) as f64, 1.0)
     }
 
     /// `tp / (tp + fn)`, 1 when there was nothing to find.
     pub fn recall(&self) -> f64 {
-        if self.tp + self.fn_ == 0 {
-            1.0
-        } else {
-            self.tp as f64 / (self.tp + self.fn_) as f64
-        }
+        ratio(self.tp as f64, (self.tp + self.fn_) as f64, 1.0)
     }
 
     /// Adds another frame's counts.

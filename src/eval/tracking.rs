@@ -55,11 +55,7 @@ impl TrackingScore {
 
     /// IDF1: 2 IDTP / (object-frames + tracked boxes).
     pub fn idf1(&self) -> f64 {
-        let all = self.objects + self.tracked;
-        if all == 0 {
-            return 0.0;
-        }
-        2.0 * self.idtp as f64 / all as f64
+        super::ratio(2.0 * self.idtp as f64, (self.objects + self.tracked) as f64, 0.0)
     }
 }
 
