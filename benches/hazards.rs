@@ -7,10 +7,12 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion};
-use jetdetect::hazard::{ClassSize, HazardFrame, Hazards, HazardsConfig};
+use jetdetect::hazard::HazardFrame;
 use jetdetect::source::synthetic::Rng;
-use jetdetect::yolo::{ClassNames, Detection};
+use jetdetect::yolo::Detection;
 
 const OBJECTS: usize = 20;
 const CLOSING: usize = 6;
@@ -60,12 +62,7 @@ fn frame(objects: &[Motion], k: u64, rng: &mut Rng, out: &mut Vec<Detection>) {
 }
 
 fn bench(c: &mut Criterion) {
-    let names = ClassNames::from_metadata("{0: 'box', 1: 'ball', 2: 'cone'}").expect("names");
-    let mut config = HazardsConfig { enabled: true, ..Default::default() };
-    for (class, h) in [("box", 0.5), ("ball", 0.3), ("cone", 0.7)] {
-        config.classes.insert(class.into(), ClassSize { height_m: Some(h), width_m: None });
-    }
-    let mut hazards = Hazards::new(&config, &Default::default(), &names).expect("hazards");
+    let mut hazards = common::hazards();
     let mut rng = Rng::new(11);
     let objects: Vec<Motion> = (0..OBJECTS)
         .map(|i| Motion {

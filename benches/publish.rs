@@ -9,10 +9,12 @@ use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use jetdetect::output::protocol::{write_detections, FrameReport};
 use jetdetect::output::socket::SocketServer;
-use jetdetect::yolo::{ClassNames, Detection};
+use jetdetect::yolo::Detection;
 
 fn report() -> FrameReport {
     let mut r = FrameReport::new();
@@ -37,7 +39,7 @@ fn report() -> FrameReport {
 }
 
 fn bench(c: &mut Criterion) {
-    let names = ClassNames::from_metadata("{0: 'box', 1: 'ball', 2: 'cone'}").expect("names");
+    let names = common::names();
     let r = report();
     let mut g = c.benchmark_group("publish one frame");
     let mut line = Vec::with_capacity(8192);
@@ -111,18 +113,13 @@ fn bench(c: &mut Criterion) {
 /// messages into the hand-off slot), and apart from it what the sending thread pays per frame
 /// (serialising and sending the 21 messages over UDP to a reading peer).
 fn bench_mavlink(c: &mut Criterion) {
-    use jetdetect::hazard::{ClassSize, Hazards, HazardsConfig};
     use jetdetect::output::mavlink::{MavlinkConfig, MavlinkOutput};
     use jetdetect::pipeline::publish::Output;
     use mavlink::dialects::ardupilotmega::MavMessage;
     use mavlink::MavConnection;
 
-    let names = ClassNames::from_metadata("{0: 'box', 1: 'ball', 2: 'cone'}").expect("names");
-    let mut config = HazardsConfig { enabled: true, ..Default::default() };
-    for (class, h) in [("box", 0.5), ("ball", 0.3), ("cone", 0.7)] {
-        config.classes.insert(class.into(), ClassSize { height_m: Some(h), width_m: None });
-    }
-    let mut hazards = Hazards::new(&config, &Default::default(), &names).expect("hazards");
+    let names = common::names();
+    let mut hazards = common::hazards();
     let mut r = report();
     for d in &mut r.detections {
         d.score = 0.9; // above the tracker's threshold for starting a track
