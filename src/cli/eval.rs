@@ -99,6 +99,8 @@ fn hazards_json(source: &str, s: &HazardScore) -> serde_json::Value {
             "episodes": s.danger.episodes, "recalled": s.danger.recalled, "recall": r4(s.danger.recall()),
             "short_episodes": s.danger.short_episodes, "short_recalled": s.danger.short_recalled,
             "recall_all": r4(s.danger.recall_all()),
+            "detected_episodes": s.danger.detected_episodes, "detected_recalled": s.danger.detected_recalled,
+            "recall_detected": r4(s.danger.recall_detected()),
             "alarms": s.danger.alarms, "false_alarms": s.danger.false_alarms, "early_alarms": s.danger.early_alarms,
             "false_per_min": r4(false_per_min), "mean_delay_s": r4(s.danger.mean_delay_s),
         },

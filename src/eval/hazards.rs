@@ -11,7 +11,10 @@
 //!   when an obstacle on that object is at level `danger` in at least one of its frames. An
 //!   episode with less than [`MIN_EPISODE_S`] of frames in which the object is visible is
 //!   *short*: no estimator that must tell growth from a box's jitter can be asked to flag it,
-//!   so recall is over the others (`recall`), and over all of them apart (`recall_all`). An *alarm* is a track turning
+//!   so recall is over the others (`recall`), and over all of them apart (`recall_all`). So
+//!   that a miss can be put down to the detector or to the hazard layer, the episodes in which
+//!   the detector found the object (a same-class box at the matching threshold) for at least
+//!   [`MIN_EPISODE_S`] are counted apart too (`recall_detected`). An *alarm* is a track turning
 //!   `danger` (a rising edge); it is *false* when there is no object under it (best IoU at the
 //!   matching threshold, same class) or that object is not closing in: the robot would brake
 //!   for nothing. An alarm on an object closing in whose true time to contact is more than
@@ -68,6 +71,11 @@ pub struct DangerScore {
     pub episodes: u64,
     /// Of those, the ones in which the object was flagged `danger`.
     pub recalled: u64,
+    /// Episodes, short ones apart, in which the detector found the object for at least
+    /// [`MIN_EPISODE_S`].
+    pub detected_episodes: u64,
+    /// Of those, the ones flagged.
+    pub detected_recalled: u64,
     /// Short episodes (less than [`MIN_EPISODE_S`] visible).
     pub short_episodes: u64,
     /// Of those, the ones flagged.
@@ -87,6 +95,12 @@ impl DangerScore {
     /// `recalled / episodes`, short ones apart (1 when there were none).
     pub fn recall(&self) -> f64 {
         ratio(self.recalled as f64, self.episodes as f64, 1.0)
+    }
+
+    /// Recall over the episodes in which the detector found the object for at least
+    /// [`MIN_EPISODE_S`]: the hazard layer's share of the misses.
+    pub fn recall_detected(&self) -> f64 {
+        ratio(self.detected_recalled as f64, self.detected_episodes as f64, 1.0)
     }
 
     /// Recall over every episode, short ones included.
@@ -136,6 +150,8 @@ struct Episode {
     seen: u64,
     /// Frames in which it was visible.
     visible: u64,
+    /// Frames in which the detector found it.
+    detected: u64,
 }
 
 /// Scores a sequence frame by frame.
@@ -229,9 +245,16 @@ impl HazardScorer {
                 alarmed_s: None,
                 seen: seq,
                 visible: 0,
+                detected: 0,
             });
             e.seen = seq;
             e.visible += u64::from(visible);
+            let b = [g.x1, g.y1, g.x2, g.y2];
+            e.detected += u64::from(
+                detections
+                    .iter()
+                    .any(|d| d.class_id == g.class_id && iou([d.x1, d.y1, d.x2, d.y2], b) >= self.iou),
+            );
         }
 
         self.alarmed_now.clear();
@@ -281,6 +304,10 @@ impl HazardScorer {
             return;
         }
         self.danger.episodes += 1;
+        if e.detected as f64 >= MIN_EPISODE_S * self.fps {
+            self.danger.detected_episodes += 1;
+            self.danger.detected_recalled += u64::from(e.alarmed_s.is_some());
+        }
         if let Some(at) = e.alarmed_s {
             self.danger.recalled += 1;
             self.delays += at - e.start_s;
@@ -398,6 +425,10 @@ mod tests {
         assert_eq!((r.danger.short_episodes, r.danger.short_recalled), (1, 0));
         assert_eq!(r.danger.recall(), 0.5);
         assert!((r.danger.recall_all() - 1.0 / 3.0).abs() < 1e-9);
+        // Object 0 was detected throughout its episode, the missed one never: the miss is the
+        // detector's.
+        assert_eq!((r.danger.detected_episodes, r.danger.detected_recalled), (1, 1));
+        assert_eq!(r.danger.recall_detected(), 1.0);
         assert_eq!((r.danger.alarms, r.danger.false_alarms, r.danger.early_alarms), (1, 0, 0));
         assert!((r.danger.mean_delay_s - 0.3).abs() < 1e-9, "{}", r.danger.mean_delay_s);
         assert_eq!(r.frames, 36);

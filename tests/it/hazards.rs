@@ -314,6 +314,9 @@ struct EvalDanger {
     short_episodes: u64,
     short_recalled: u64,
     recall_all: f64,
+    detected_episodes: u64,
+    detected_recalled: u64,
+    recall_detected: f64,
     alarms: u64,
     false_alarms: u64,
     early_alarms: u64,
@@ -355,6 +358,10 @@ fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
     let d = &r.danger;
     assert!(d.episodes >= 5 && d.recall > 0.6 && d.recalled <= d.episodes, "{d:?}");
     assert!(d.short_recalled <= d.short_episodes && d.recall_all <= 1.0, "{d:?}");
+    // Episodes the detector saw are a part of all, and the layer flags more of them.
+    assert!(d.detected_episodes <= d.episodes && d.detected_recalled <= d.recalled, "{d:?}");
+    let share = d.detected_recalled as f64 / d.detected_episodes as f64;
+    assert!(d.detected_episodes > 0 && (d.recall_detected - share).abs() < 1e-3, "{d:?}");
     assert!(d.alarms >= d.recalled / 2 && d.false_per_min < 10.0, "{d:?}");
     assert!(d.false_alarms + d.early_alarms <= d.alarms && d.mean_delay_s >= 0.0, "{d:?}");
     assert_eq!(r.targets.len(), 5, "{:?}", r.targets);
