@@ -48,7 +48,7 @@ impl Default for TrackingConfig {
             new_track_score: 0.6,
             match_iou: 0.2,
             low_match_iou: 0.5,
-            lost_s: 1.0,
+            lost_s: 3.0,
         }
     }
 }
