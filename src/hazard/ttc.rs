@@ -3,18 +3,29 @@
 //! An object closing in at a steady speed grows in the picture as `s(t) = k / (D - v t)`, so
 //! `d ln s / dt = v / (D - v t) = 1 / TTC`: the time to contact is the inverse of the rate at
 //! which the logarithm of the box's size grows, whatever the object's real size and distance
-//! (Lee's tau). The size is `sqrt(w * h)`, so width and height noise average out. A box cut by
-//! the picture's edge does not show its object's size (an object entering the picture "grows"
-//! as more of it comes in, and a detector's box on a part of an object is unreliable along
-//! both axes), so cut boxes are left out: a track cut by the edge keeps the estimate of its
-//! last whole boxes, moved on to the newest frame, while the ring still holds half a window of
-//! them (and for at most one window), and then has none until it is whole again. An estimate
-//! needs observations over half a window (of at most a second): over less, a detector's box
-//! jitter passes for growth. The rate is
-//! the least-squares slope of `ln s` over the track's recent observations (a time window, so a
-//! dropped frame does not bias it), which is also the smoothing; its standard error gives the
-//! confidence. The slope is the rate at the window's mean time, so the estimate is moved to the
-//! newest observation (closing at a steady speed, the time to contact falls one second per second).
+//! (Lee's tau). The size is `sqrt(w * h)`, so width and height noise average out.
+//!
+//! Not every box shows its object's size:
+//! - A box **cut by the picture's edge** does not (an object entering the picture "grows" as
+//!   more of it comes in, and a detector's box on a part of an object is unreliable along both
+//!   axes), so cut boxes are left out: a track cut by the edge keeps the estimate of its last
+//!   whole boxes, moved on to the newest frame, while the ring still holds half a window of
+//!   them (and for at most one window), and then has none until it is whole again.
+//! - A box **partly hidden by another** object shows its size along one axis only: an occluder
+//!   that covers the left of an object for its whole height leaves the box's height true and
+//!   its width wrong, and as the occluder moves the width changes as an approach would (an
+//!   object being uncovered "grows"). The tracker marks which axes of each box may be hidden
+//!   ([`ScaleHistory::push_box`]); over a window with such boxes, the rates of `ln w` and
+//!   `ln h` are fitted apart, each over the boxes that show that axis, and weighed by their
+//!   precision. An approach is isotropic (both axes grow at the same rate), so either axis
+//!   alone gives the time to contact.
+//!
+//! An estimate needs observations over half a window (of at most a second): over less, a
+//! detector's box jitter passes for growth. The rate is the least-squares slope over the
+//! track's recent observations (a time window, so a dropped frame does not bias it), which is
+//! also the smoothing; its standard error gives the confidence. The slope is the rate at the
+//! window's mean time, so the estimate is moved to the newest observation (closing at a steady
+//! speed, the time to contact falls one second per second).
 
 use serde::Serialize;
 
@@ -51,18 +62,72 @@ impl Default for Ttc {
     }
 }
 
-/// A track's recent sizes: `(time s, ln size)`, oldest first, in a fixed ring.
+/// One observation of a track's box.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Sample {
+    /// Capture time, seconds.
+    t: f64,
+    /// `ln` of the box's width and height.
+    ln_w: f64,
+    ln_h: f64,
+    /// Cut by the picture's edge: tells no size at all.
+    cut: bool,
+    /// Whether the width (both vertical edges free) and the height (both horizontal edges
+    /// free) show the object's size: an edge on another box may be where an occluder begins.
+    w_ok: bool,
+    h_ok: bool,
+}
+
+impl Sample {
+    fn usable(&self) -> bool {
+        !self.cut && (self.w_ok || self.h_ok)
+    }
+}
+
+/// A least-squares line through `(t, y)` points: its slope and the slope's standard error,
+/// and the points' mean time.
+#[derive(Clone, Copy, Debug)]
+struct Fit {
+    slope: f64,
+    se: f64,
+    mean_t: f64,
+}
+
+fn fit(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<Fit> {
+    let (mut n, mut st, mut sy) = (0usize, 0.0, 0.0);
+    for (t, y) in points.clone() {
+        n += 1;
+        st += t;
+        sy += y;
+    }
+    if n < 3 {
+        return None;
+    }
+    let (mt, my) = (st / n as f64, sy / n as f64);
+    let (mut stt, mut sty) = (0.0, 0.0);
+    for (t, y) in points.clone() {
+        stt += (t - mt) * (t - mt);
+        sty += (t - mt) * (y - my);
+    }
+    if stt <= 0.0 {
+        return None;
+    }
+    let slope = sty / stt;
+    let sse: f64 = points.map(|(t, y)| (y - my - slope * (t - mt)).powi(2)).sum();
+    Some(Fit { slope, se: (sse / (n - 2) as f64 / stt).sqrt(), mean_t: mt })
+}
+
+/// A track's recent sizes, oldest first, in a fixed ring.
 #[derive(Clone, Copy, Debug)]
 pub struct ScaleHistory {
-    /// `(time s, ln size, cut by the picture's edge)`.
-    samples: [(f64, f64, bool); HISTORY],
+    samples: [Sample; HISTORY],
     start: usize,
     len: usize,
 }
 
 impl Default for ScaleHistory {
     fn default() -> Self {
-        ScaleHistory { samples: [(0.0, 0.0, false); HISTORY], start: 0, len: 0 }
+        ScaleHistory { samples: [Sample::default(); HISTORY], start: 0, len: 0 }
     }
 }
 
@@ -74,7 +139,14 @@ impl ScaleHistory {
 
     /// Records a box of `w` x `h` pixels seen at `t` seconds, `cut` by the picture's edge or not.
     pub fn push_cut(&mut self, t: f64, w: f32, h: f32, cut: bool) {
-        let sample = (t, ((w.max(1e-3) * h.max(1e-3)) as f64).sqrt().ln(), cut);
+        self.push_box(t, w, h, cut, true, true);
+    }
+
+    /// Records a box of `w` x `h` pixels seen at `t` seconds, `cut` by the picture's edge or
+    /// not, and with its width and height showing the object's size (`w_ok`, `h_ok`) or not.
+    pub fn push_box(&mut self, t: f64, w: f32, h: f32, cut: bool, w_ok: bool, h_ok: bool) {
+        let ln = |v: f32| (v.max(1e-3) as f64).ln();
+        let sample = Sample { t, ln_w: ln(w), ln_h: ln(h), cut, w_ok, h_ok };
         if self.len == HISTORY {
             self.samples[self.start] = sample;
             self.start = (self.start + 1) % HISTORY;
@@ -82,6 +154,11 @@ impl ScaleHistory {
             self.samples[(self.start + self.len) % HISTORY] = sample;
             self.len += 1;
         }
+    }
+
+    /// Whether the newest observation was cut (false before any).
+    pub fn last_cut(&self) -> bool {
+        self.iter().last().is_some_and(|s| s.cut)
     }
 
     /// Number of observations kept.
@@ -94,44 +171,58 @@ impl ScaleHistory {
         self.len == 0
     }
 
-    fn iter(&self) -> impl Iterator<Item = (f64, f64, bool)> + '_ {
+    fn iter(&self) -> impl Iterator<Item = Sample> + Clone + '_ {
         (0..self.len).map(move |i| self.samples[(self.start + i) % HISTORY])
     }
 
     /// The estimate over the observations of the last `window_s` seconds (at least 3 needed).
     pub fn ttc(&self, window_s: f64) -> Ttc {
-        let Some(&(last, ..)) = self.iter().last().as_ref() else { return Ttc::default() };
+        let Some(last) = self.iter().last().map(|s| s.t) else { return Ttc::default() };
         // Only whole boxes tell the size; while the box is cut, the estimate of the last whole
         // ones is carried forward for at most one window.
-        let Some((anchor, ..)) = self.iter().filter(|s| !s.2).last() else { return Ttc::default() };
+        let Some(anchor) = self.iter().filter(Sample::usable).last().map(|s| s.t) else {
+            return Ttc::default();
+        };
         if last - anchor > window_s {
             return Ttc::default();
         }
-        let recent = move || {
-            self.iter()
-                .filter(move |&(t, _, cut)| !cut && anchor - t <= window_s)
-                .map(|(t, size, _)| (t, size))
-        };
-        let n = recent().count();
         // Too few observations, or over too short a time to tell growth from a detector's
         // box jitter: at least half a window (of at most a second).
-        let span = recent().next().map_or(0.0, |(t, _)| anchor - t);
-        if n < 3 || span < 0.5 * window_s.min(1.0) {
-            return Ttc::default();
-        }
-        let (mt, ms) = recent().fold((0.0, 0.0), |(a, b), (t, s)| (a + t, b + s));
-        let (mt, ms) = (mt / n as f64, ms / n as f64);
-        let (mut stt, mut sts) = (0.0, 0.0);
-        for (t, s) in recent() {
-            stt += (t - mt) * (t - mt);
-            sts += (t - mt) * (s - ms);
-        }
-        if stt <= 0.0 {
-            return Ttc::default();
-        }
-        let slope = sts / stt;
-        let sse: f64 = recent().map(|(t, s)| (s - ms - slope * (t - mt)).powi(2)).sum();
-        let se = (sse / (n - 2) as f64 / stt).sqrt();
+        let least_span = 0.5 * window_s.min(1.0);
+        let axis = |ok: fn(&Sample) -> bool, y: fn(&Sample) -> f64| {
+            let points = self
+                .iter()
+                .filter(move |s| !s.cut && ok(s) && anchor - s.t <= window_s)
+                .map(move |s| (s.t, y(&s)));
+            let span = points.clone().next().map_or(0.0, |(t, _)| anchor - t);
+            if span < least_span {
+                return None;
+            }
+            fit(points)
+        };
+        let whole = |s: &Sample| s.w_ok && s.h_ok;
+        let both = axis(whole, |s| 0.5 * (s.ln_w + s.ln_h));
+        let occluded = self.iter().any(|s| !s.cut && !whole(&s) && anchor - s.t <= window_s);
+        // Unoccluded, the size is `sqrt(w h)`; with an axis hidden in some boxes, each axis is
+        // fitted over the boxes that show it and the two rates are weighed by their precision.
+        let f = if !occluded {
+            both
+        } else {
+            let w = axis(|s| s.w_ok, |s| s.ln_w);
+            let h = axis(|s| s.h_ok, |s| s.ln_h);
+            match (w, h) {
+                (Some(a), Some(b)) => {
+                    let (wa, wb) = (1.0 / a.se.max(1e-9).powi(2), 1.0 / b.se.max(1e-9).powi(2));
+                    Some(Fit {
+                        slope: (a.slope * wa + b.slope * wb) / (wa + wb),
+                        se: (1.0 / (wa + wb)).sqrt(),
+                        mean_t: (a.mean_t * wa + b.mean_t * wb) / (wa + wb),
+                    })
+                }
+                (a, b) => a.or(b),
+            }
+        };
+        let Some(Fit { slope, se, mean_t }) = f else { return Ttc::default() };
         let z = if se > 0.0 {
             slope.abs() / se
         } else if slope != 0.0 {
@@ -148,7 +239,7 @@ impl ScaleHistory {
         // The fit's slope is the rate at the window's mean time; closing at a steady speed, the
         // time to contact shrinks one for one with time, so at the newest observation it is
         // `last - mean` less.
-        let seconds = (trend == Trend::Approaching).then(|| (1.0 / slope - (last - mt)).max(0.0));
+        let seconds = (trend == Trend::Approaching).then(|| (1.0 / slope - (last - mean_t)).max(0.0));
         Ttc { seconds, confidence, trend }
     }
 }
@@ -223,6 +314,50 @@ mod tests {
             h.push_cut(t, size(t), 50.0, true);
         }
         assert_eq!(h.ttc(1.0), Ttc::default());
+    }
+
+    #[test]
+    fn an_axis_hidden_by_an_occluder_is_left_out_and_the_other_gives_the_time_to_contact() {
+        // A still object being uncovered from the right: its box widens, its height stays.
+        // Read as a size, that is an approach; with the width marked hidden, it is steady.
+        let (mut read_whole, mut marked) = (ScaleHistory::default(), ScaleHistory::default());
+        for i in 0..30 {
+            let t = i as f64 / 30.0;
+            let w = 40.0 + 60.0 * t as f32;
+            read_whole.push(t, w, 80.0);
+            marked.push_box(t, w, 80.0, false, false, true);
+        }
+        assert_eq!(read_whole.ttc(1.0).trend, Trend::Approaching);
+        assert_eq!(marked.ttc(1.0).trend, Trend::Steady);
+        // Closing in from 10 m at 2 m/s, and for the second half of the window an occluder
+        // covers its left side for its whole height, so the box's width shrinks; the height
+        // alone still tells the time to contact, where the size would read it late.
+        let (d0, v) = (10.0, 2.0);
+        let size = |t: f64| (100.0 * d0 / (d0 - v * t)) as f32;
+        let (mut hidden_read, mut hidden_marked) = (ScaleHistory::default(), ScaleHistory::default());
+        for i in 0..30 {
+            let t = i as f64 / 30.0;
+            let covered = i >= 15;
+            let w = if covered { size(t) * (1.0 - 0.01 * (i - 15) as f32) } else { size(t) };
+            hidden_read.push(t, w, size(t));
+            hidden_marked.push_box(t, w, size(t), false, !covered, true);
+        }
+        let truth = (d0 - v * 29.0 / 30.0) / v;
+        let read = hidden_read.ttc(1.0).seconds.unwrap();
+        let marked = hidden_marked.ttc(1.0).seconds.unwrap();
+        assert!((marked - truth).abs() / truth < 0.02, "{marked} vs {truth}");
+        assert!((read - truth) / truth > 0.3, "{read} vs {truth}: the hidden width should have misled it");
+        // Both axes hidden (an occluder over a corner): nothing new to tell; the estimate of
+        // the earlier boxes is carried forward as for a cut box.
+        let mut corner = ScaleHistory::default();
+        for i in 0..40 {
+            let t = i as f64 / 30.0;
+            let free = i < 30;
+            corner.push_box(t, size(t), size(t), false, free, free);
+        }
+        let got = corner.ttc(1.0).seconds.unwrap();
+        let truth = (d0 - v * 39.0 / 30.0) / v;
+        assert!((got - truth).abs() / truth < 0.01, "{got} vs {truth}");
     }
 
     #[test]
