@@ -263,6 +263,19 @@ mod tests {
         (h, (d0 - v * (frames - 1) as f64 / fps) / v)
     }
 
+    /// A box 80 px tall widening at 60 px/s from `w0` for 1 s at 30 fps: read whole, and
+    /// recorded by `mark`.
+    fn widening(w0: f32, mark: impl Fn(&mut ScaleHistory, f64, f32)) -> (ScaleHistory, ScaleHistory) {
+        let (mut whole, mut marked) = (ScaleHistory::default(), ScaleHistory::default());
+        for i in 0..30 {
+            let t = i as f64 / 30.0;
+            let w = w0 + 60.0 * t as f32;
+            whole.push(t, w, 80.0);
+            mark(&mut marked, t, w);
+        }
+        (whole, marked)
+    }
+
     #[test]
     fn an_approaching_object_gives_its_time_to_contact() {
         let (h, truth) = approach(10.0, 2.0, 30.0, 1.0, 0.0);
@@ -283,13 +296,7 @@ mod tests {
     fn a_box_cut_by_the_edge_tells_no_size_and_the_last_whole_estimate_is_carried_forward() {
         // An object sliding into the picture from the left at 60 px/s: its box widens, its
         // height stays. Read whole, that is an approach; cut, there is nothing to tell.
-        let (mut whole, mut cut) = (ScaleHistory::default(), ScaleHistory::default());
-        for i in 0..30 {
-            let t = i as f64 / 30.0;
-            let w = 10.0 + 60.0 * t as f32;
-            whole.push(t, w, 80.0);
-            cut.push_cut(t, w, 80.0, true);
-        }
+        let (whole, cut) = widening(10.0, |h, t, w| h.push_cut(t, w, 80.0, true));
         assert_eq!(whole.ttc(1.0).trend, Trend::Approaching);
         assert_eq!(cut.ttc(1.0), Ttc::default());
         // Closing in from 10 m at 2 m/s, whole for 1 s, then cut at the top (its box no longer
@@ -320,13 +327,7 @@ mod tests {
     fn an_axis_hidden_by_an_occluder_is_left_out_and_the_other_gives_the_time_to_contact() {
         // A still object being uncovered from the right: its box widens, its height stays.
         // Read as a size, that is an approach; with the width marked hidden, it is steady.
-        let (mut read_whole, mut marked) = (ScaleHistory::default(), ScaleHistory::default());
-        for i in 0..30 {
-            let t = i as f64 / 30.0;
-            let w = 40.0 + 60.0 * t as f32;
-            read_whole.push(t, w, 80.0);
-            marked.push_box(t, w, 80.0, false, false, true);
-        }
+        let (read_whole, marked) = widening(40.0, |h, t, w| h.push_box(t, w, 80.0, false, false, true));
         assert_eq!(read_whole.ttc(1.0).trend, Trend::Approaching);
         assert_eq!(marked.ttc(1.0).trend, Trend::Steady);
         // Closing in from 10 m at 2 m/s, and for the second half of the window an occluder
