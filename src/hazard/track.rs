@@ -119,8 +119,6 @@ pub struct Tracker {
     low: Vec<usize>,
     pool: Vec<usize>,
     matched_det: Vec<bool>,
-    /// Per detection: whether its width and its height show its object's size.
-    axes_ok: Vec<(bool, bool)>,
     /// The picture's size, for boxes cut by its edges (unknown: nothing is cut).
     frame: (f32, f32),
     /// Per detection of the latest frame, its track's number (0: none).
@@ -180,6 +178,17 @@ fn shown_axes(detections: &[Detection], i: usize) -> (bool, bool) {
     (w_ok, h_ok)
 }
 
+/// Records detection `i`, seen at `t` in a `frame` picture, in its track's `scales`: whether
+/// the edge cuts it (once cut, a box is whole again only [`EDGE_CLEAR_FRACTION`] clear of the
+/// edge) and which of its axes another box may be hiding. Only matched boxes pay for the
+/// occlusion test.
+fn observe(scales: &mut ScaleHistory, detections: &[Detection], i: usize, frame: (f32, f32), t: f64) {
+    let d = &detections[i];
+    let margin = if scales.last_cut() { EDGE_CLEAR_FRACTION } else { EDGE_FRACTION };
+    let (w_ok, h_ok) = shown_axes(detections, i);
+    scales.push_box(t, d.x2 - d.x1, d.y2 - d.y1, cut(d, frame, margin), w_ok, h_ok);
+}
+
 impl Tracker {
     /// A tracker with `config`'s thresholds.
     pub fn new(config: TrackingConfig) -> Tracker {
@@ -194,7 +203,6 @@ impl Tracker {
             low: Vec::with_capacity(128),
             pool: Vec::with_capacity(128),
             matched_det: Vec::with_capacity(128),
-            axes_ok: Vec::with_capacity(128),
             frame: (f32::INFINITY, f32::INFINITY),
             track_of: Vec::with_capacity(128),
         }
@@ -225,8 +233,6 @@ impl Tracker {
         }
         self.matched_det.clear();
         self.matched_det.resize(detections.len(), false);
-        self.axes_ok.clear();
-        self.axes_ok.extend((0..detections.len()).map(|i| shown_axes(detections, i)));
         self.high.clear();
         self.low.clear();
         for (i, d) in detections.iter().enumerate() {
@@ -261,8 +267,7 @@ impl Tracker {
                 continue;
             }
             let mut scales = ScaleHistory::default();
-            let (w_ok, h_ok) = self.axes_ok[i];
-            scales.push_box(t, d.x2 - d.x1, d.y2 - d.y1, cut(d, self.frame, EDGE_FRACTION), w_ok, h_ok);
+            observe(&mut scales, detections, i, self.frame, t);
             let first = self.frames == 1;
             self.tracks.push(Track {
                 id: if first { self.next_id } else { 0 },
@@ -312,10 +317,7 @@ impl Tracker {
             self.matched_det[i] = true;
             let tr = &mut self.tracks[k];
             tr.kalman.update(measure(d.x1, d.y1, d.x2, d.y2));
-            // Once cut, a box is whole again only clear of the edge by EDGE_CLEAR_FRACTION.
-            let margin = if tr.scales.last_cut() { EDGE_CLEAR_FRACTION } else { EDGE_FRACTION };
-            let (w_ok, h_ok) = self.axes_ok[i];
-            tr.scales.push_box(t, d.x2 - d.x1, d.y2 - d.y1, cut(d, self.frame, margin), w_ok, h_ok);
+            observe(&mut tr.scales, detections, i, self.frame, t);
             tr.detection = Some(i);
             tr.hits += 1;
             tr.seen_t = t;

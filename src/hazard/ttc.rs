@@ -201,12 +201,11 @@ impl ScaleHistory {
             fit(points)
         };
         let whole = |s: &Sample| s.w_ok && s.h_ok;
-        let both = axis(whole, |s| 0.5 * (s.ln_w + s.ln_h));
         let occluded = self.iter().any(|s| !s.cut && !whole(&s) && anchor - s.t <= window_s);
         // Unoccluded, the size is `sqrt(w h)`; with an axis hidden in some boxes, each axis is
         // fitted over the boxes that show it and the two rates are weighed by their precision.
         let f = if !occluded {
-            both
+            axis(whole, |s| 0.5 * (s.ln_w + s.ln_h))
         } else {
             let w = axis(|s| s.w_ok, |s| s.ln_w);
             let h = axis(|s| s.h_ok, |s| s.ln_h);
