@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Train and export jetdetect's obstacle detector (YOLOv8 at "pico" scale, 3 classes) offline.
 
-Reproduce (about 25 minutes on 2 CPU cores; nothing is downloaded):
+Reproduce (about 20 minutes on 2 CPU cores; nothing is downloaded):
 
     python3 -m venv .venv-models && .venv-models/bin/pip install -r models/requirements.txt
-    cargo run -- dataset --out /tmp/obstacles --train 1500 --val 300 --seed 2026
+    cargo run -- dataset --out /tmp/obstacles --train 2000 --val 300 --seed 2026
     .venv-models/bin/python models/train.py --data /tmp/obstacles/data.yaml
 
 Writes models/obstacles-v8.onnx (YOLOv8 layout, input [1, 3, 256, 256], output

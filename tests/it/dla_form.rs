@@ -93,17 +93,22 @@ fn detections_through_the_fp16_dla_form_are_the_cpu_paths() {
                 let b = cpu.detect(&frame).unwrap();
                 let (s, c) = compare(&a, b, &format!("{w}x{h} {format} frame {}", frame.seq));
                 worst_score = worst_score.max(s);
-                worst_corner = worst_corner.max(c);
+                // In the model's input pixels: a frame 5 times wider shows a difference 5 times larger.
+                worst_corner = worst_corner.max(c * 256.0 / w as f32);
                 total += a.len();
             }
         }
     }
-    // Measured: 100 detections; scores within 0.0020, corners within 0.29 px.
+    // Measured (models of 2026-12-05): 126 detections; scores within 0.0027, corners within
+    // 0.16 input px (0.77 px of a 1280x720 frame).
     eprintln!(
-        "{total} detections; worst score difference {worst_score:.4}, worst corner {worst_corner:.3} px"
+        "{total} detections; worst score difference {worst_score:.4}, worst corner {worst_corner:.3} input px"
     );
     assert!(total >= 60, "{total} detections compared");
-    assert!(worst_score <= 0.005 && worst_corner <= 0.5, "score {worst_score}, corner {worst_corner} px");
+    assert!(
+        worst_score <= 0.005 && worst_corner <= 0.25,
+        "score {worst_score}, corner {worst_corner} input px"
+    );
 }
 
 #[test]

@@ -6,6 +6,13 @@
 //! Layout (the one ultralytics reads): `images/{train,val}/*.png`,
 //! `labels/{train,val}/*.txt` with `class cx cy w h` normalised per line, and
 //! `data.yaml`.
+//!
+//! Two kinds of scene are mixed: objects bouncing inside the picture (`synthetic://`'s
+//! default), and objects that come and go (`synthetic://?leave=1&approach=N`, the scenes
+//! `jetdetect eval --hazards` scores): entering and leaving at the edges, cut by them, and
+//! closing in on the camera up to twice their size. A detector that has only seen the first
+//! kind boxes an object entering at an edge short of that edge and a large object near contact
+//! loosely, which is what time to contact is read from.
 
 use std::io::Write;
 use std::path::Path;
@@ -19,8 +26,18 @@ pub const MIN_VISIBLE: f32 = 0.35;
 /// Frame sizes the training set mixes, so the model sees several aspect ratios.
 const SIZES: [(u32, u32); 5] = [(640, 480), (640, 360), (480, 480), (800, 600), (320, 240)];
 
-/// Writes `train` + `val` images with labels under `out`. Returns the number of labelled objects.
-pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<usize, Error> {
+/// At most this many of a come-and-go scene's objects close in on the camera.
+const MAX_APPROACHING: usize = 3;
+
+/// Writes `train` + `val` images with labels under `out`, a share `come_and_go` (0 to 1) of
+/// them from scenes whose objects come and go. Returns the number of labelled objects.
+pub fn write_dataset(
+    out: &Path,
+    train: usize,
+    val: usize,
+    seed: u64,
+    come_and_go: f32,
+) -> Result<usize, Error> {
     let io = |p: &Path, e: std::io::Error| Error::io(p.display().to_string(), e);
     let mut rng = Rng::new(seed);
     let mut labelled = 0;
@@ -33,8 +50,27 @@ pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<
         for i in 0..count {
             let (w, h) = SIZES[rng.below(SIZES.len() as u64) as usize];
             let objects = 1 + rng.below(6) as usize;
-            let scene = Scene::new(w, h, objects, rng.next_u64(), 6);
-            scene.render(rng.below(100_000), &mut rgb, &mut ids, &mut truth);
+            let scene_seed = rng.next_u64();
+            let (scene, t) = if rng.range(0.0, 1.0) < come_and_go {
+                let approaching = rng.below(objects.min(MAX_APPROACHING) as u64 + 1) as usize;
+                let scene = Scene::with_approach(w, h, objects, approaching, scene_seed, 6).leaving();
+                // Objects near contact (the end of an approach, twice their size) are a small
+                // share of a scene's frames but the ones time to contact matters most for: the
+                // frame with the largest object of one to six drawn.
+                let mut best = (rng.below(100_000), -1.0f32);
+                for _ in 0..rng.below(6) + 1 {
+                    let t = rng.below(100_000);
+                    scene.render(t, &mut rgb, &mut ids, &mut truth);
+                    let largest = truth.iter().map(|g| (g.x2 - g.x1) * (g.y2 - g.y1)).fold(0.0, f32::max);
+                    if largest > best.1 {
+                        best = (t, largest);
+                    }
+                }
+                (scene, best.0)
+            } else {
+                (Scene::new(w, h, objects, scene_seed, 6), rng.below(100_000))
+            };
+            scene.render(t, &mut rgb, &mut ids, &mut truth);
             let name = format!("{split}_{i:05}");
             let img_path = img_dir.join(format!("{name}.png"));
             image::save_buffer(&img_path, &rgb, w, h, image::ExtendedColorType::Rgb8)
@@ -63,4 +99,54 @@ pub fn write_dataset(out: &Path, train: usize, val: usize, seed: u64) -> Result<
     )
     .map_err(|e| io(&yaml, e))?;
     Ok(labelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Label boxes (`cx cy w h`, normalised) of every image in `dir/labels/train`.
+    fn labels(dir: &Path) -> Vec<[f32; 4]> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir.join("labels/train")).unwrap() {
+            for line in std::fs::read_to_string(entry.unwrap().path()).unwrap().lines() {
+                let v: Vec<f32> = line.split(' ').skip(1).map(|f| f.parse().unwrap()).collect();
+                out.push([v[0], v[1], v[2], v[3]]);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn come_and_go_scenes_add_objects_cut_by_the_edge_and_closing_in() {
+        let dir = std::env::temp_dir().join(format!("jd-dataset-{}", std::process::id()));
+        let (inside, moving) = (dir.join("inside"), dir.join("moving"));
+        let n_inside = write_dataset(&inside, 40, 2, 7, 0.0).unwrap();
+        let n_moving = write_dataset(&moving, 40, 2, 7, 1.0).unwrap();
+        assert!(n_inside > 40 && n_moving > 20, "{n_inside} {n_moving}");
+        assert!(std::fs::read_to_string(moving.join("data.yaml")).unwrap().contains("2: cone"));
+        // A box whose side lies on the picture's edge: an object entering or leaving (bouncing
+        // objects touch it only in the frame they turn back).
+        let at_edge = |b: &[f32; 4]| {
+            let near = |v: f32| !(0.002..=0.998).contains(&v);
+            near(b[0] - b[2] / 2.0)
+                || near(b[0] + b[2] / 2.0)
+                || near(b[1] - b[3] / 2.0)
+                || near(b[1] + b[3] / 2.0)
+        };
+        let share = |l: &[[f32; 4]], f: &dyn Fn(&[f32; 4]) -> bool| {
+            l.iter().filter(|b| f(b)).count() as f32 / l.len() as f32
+        };
+        let (li, lm) = (labels(&inside), labels(&moving));
+        assert!(
+            share(&lm, &at_edge) > 2.0 * share(&li, &at_edge) + 0.05,
+            "{} vs {}",
+            share(&lm, &at_edge),
+            share(&li, &at_edge)
+        );
+        // Objects closing in grow to twice their size: boxes over half the picture's height.
+        let big = |b: &[f32; 4]| b[3] > 0.5;
+        assert!(share(&lm, &big) > share(&li, &big), "{} vs {}", share(&lm, &big), share(&li, &big));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
