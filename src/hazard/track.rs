@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assign::Assignment;
 use super::kalman::{measure, BoxKalman, FRAME_S};
-use super::ttc::ScaleHistory;
+use super::ttc::{Edge, ScaleHistory};
 use crate::yolo::{iou, Detection};
 
 /// `[hazards.tracking]`: ByteTrack's thresholds.
@@ -138,17 +138,23 @@ const EDGE_FRACTION: f32 = 0.02;
 /// from 31 to 24 in 10 minutes, at the same recall).
 const EDGE_CLEAR_FRACTION: f32 = 0.03;
 
-/// See [`EDGE_FRACTION`].
+/// A box edge within this many pixels of the picture's edge is on it (and at least this near).
 const EDGE_MIN_PX: f32 = 2.0;
 
 /// A box edge within this fraction of the box's size of another box counts as on it.
 const OCCLUDER_MARGIN: f32 = 0.05;
 
-/// Whether `d` is cut by the edges of a `frame` picture, with edges within `fraction` of the
-/// picture's size from them.
-fn cut(d: &Detection, frame: (f32, f32), fraction: f32) -> bool {
-    let (mx, my) = ((frame.0 * fraction).max(EDGE_MIN_PX), (frame.1 * fraction).max(EDGE_MIN_PX));
-    d.x1 <= mx || d.x2 >= frame.0 - mx || d.y1 <= my || d.y2 >= frame.1 - my
+/// Where `d` lies against the edges of a `frame` picture: on them (within [`EDGE_MIN_PX`]),
+/// near them (within `fraction` of the picture's size) or clear.
+fn edge(d: &Detection, frame: (f32, f32), fraction: f32) -> Edge {
+    let within = |mx: f32, my: f32| d.x1 <= mx || d.x2 >= frame.0 - mx || d.y1 <= my || d.y2 >= frame.1 - my;
+    if within(EDGE_MIN_PX, EDGE_MIN_PX) {
+        Edge::On
+    } else if within((frame.0 * fraction).max(EDGE_MIN_PX), (frame.1 * fraction).max(EDGE_MIN_PX)) {
+        Edge::Near
+    } else {
+        Edge::Clear
+    }
 }
 
 /// Whether the width and the height of detection `i` show its object's size, or another box
@@ -186,7 +192,7 @@ fn observe(scales: &mut ScaleHistory, detections: &[Detection], i: usize, frame:
     let d = &detections[i];
     let margin = if scales.last_cut() { EDGE_CLEAR_FRACTION } else { EDGE_FRACTION };
     let (w_ok, h_ok) = shown_axes(detections, i);
-    scales.push_box(t, d.x2 - d.x1, d.y2 - d.y1, cut(d, frame, margin), w_ok, h_ok);
+    scales.push_box(t, d.x2 - d.x1, d.y2 - d.y1, edge(d, frame, margin), w_ok, h_ok);
 }
 
 impl Tracker {
@@ -427,6 +433,21 @@ mod tests {
         assert_eq!(shown_axes(&[a, e], 0), (false, true));
         let far = det(0, 0.9, 400.0, 200.0, 60.0, 120.0);
         assert_eq!(shown_axes(&[a, far], 0), (true, true));
+    }
+
+    #[test]
+    fn a_box_is_on_the_edge_within_two_pixels_near_it_within_the_margin() {
+        let frame = (640.0, 480.0);
+        // 2 % of 480 is 9.6 px down; 2 px is on it.
+        let at = |y2: f32| edge(&det(2, 0.9, 300.0, y2 - 50.0, 60.0, 100.0), frame, EDGE_FRACTION);
+        assert_eq!(
+            [at(480.0), at(478.5), at(475.0), at(471.0)],
+            [Edge::On, Edge::On, Edge::Near, Edge::Near]
+        );
+        assert_eq!(at(470.0), Edge::Clear);
+        // Left edge: 2 % of 640 is 12.8 px.
+        let left = |x1: f32| edge(&det(0, 0.9, x1 + 30.0, 200.0, 60.0, 60.0), frame, EDGE_FRACTION);
+        assert_eq!([left(0.0), left(12.0), left(13.5)], [Edge::On, Edge::Near, Edge::Clear]);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //!   more of it comes in, and a detector's box on a part of an object is unreliable along both
 //!   axes), so cut boxes are left out: a track cut by the edge keeps the estimate of its last
 //!   whole boxes, moved on to the newest frame, while the ring still holds half a window of
-//!   them (and for at most one window), and then has none until it is whole again.
+//!   them (and for at most one window), and then has none until it is whole again. A box *on*
+//!   the edge for [`LONG_CUT_S`] or more also parts the boxes before it from the ones after
+//!   ([`Edge`]): an object entering the picture was cut before too, even where the detector's
+//!   box on its first part stopped short of the edge and read whole.
 //! - A box **partly hidden by another** object shows its size along one axis only: an occluder
 //!   that covers the left of an object for its whole height leaves the box's height true and
 //!   its width wrong, and as the occluder moves the width changes as an approach would (an
@@ -62,6 +65,22 @@ impl Default for Ttc {
     }
 }
 
+/// A box on the picture's edge for at least this long (seconds) separates the boxes before
+/// it from the ones after, which are not fitted together.
+const LONG_CUT_S: f64 = 0.2;
+
+/// Where a box lies against the picture's edge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Edge {
+    /// Clear of it: the box shows its object's size.
+    #[default]
+    Clear,
+    /// Near it, where a detector's box on an object partly out of the picture stops: cut.
+    Near,
+    /// On it: the object goes on past the picture's edge.
+    On,
+}
+
 /// One observation of a track's box.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Sample {
@@ -70,8 +89,8 @@ struct Sample {
     /// `ln` of the box's width and height.
     ln_w: f64,
     ln_h: f64,
-    /// Cut by the picture's edge: tells no size at all.
-    cut: bool,
+    /// Against the picture's edge: a box near or on it tells no size at all.
+    edge: Edge,
     /// Whether the width (both vertical edges free) and the height (both horizontal edges
     /// free) show the object's size: an edge on another box may be where an occluder begins.
     w_ok: bool,
@@ -79,8 +98,12 @@ struct Sample {
 }
 
 impl Sample {
+    fn cut(&self) -> bool {
+        self.edge != Edge::Clear
+    }
+
     fn usable(&self) -> bool {
-        !self.cut && (self.w_ok || self.h_ok)
+        !self.cut() && (self.w_ok || self.h_ok)
     }
 }
 
@@ -139,14 +162,14 @@ impl ScaleHistory {
 
     /// Records a box of `w` x `h` pixels seen at `t` seconds, `cut` by the picture's edge or not.
     pub fn push_cut(&mut self, t: f64, w: f32, h: f32, cut: bool) {
-        self.push_box(t, w, h, cut, true, true);
+        self.push_box(t, w, h, if cut { Edge::On } else { Edge::Clear }, true, true);
     }
 
     /// Records a box of `w` x `h` pixels seen at `t` seconds, `cut` by the picture's edge or
     /// not, and with its width and height showing the object's size (`w_ok`, `h_ok`) or not.
-    pub fn push_box(&mut self, t: f64, w: f32, h: f32, cut: bool, w_ok: bool, h_ok: bool) {
+    pub fn push_box(&mut self, t: f64, w: f32, h: f32, edge: Edge, w_ok: bool, h_ok: bool) {
         let ln = |v: f32| (v.max(1e-3) as f64).ln();
-        let sample = Sample { t, ln_w: ln(w), ln_h: ln(h), cut, w_ok, h_ok };
+        let sample = Sample { t, ln_w: ln(w), ln_h: ln(h), edge, w_ok, h_ok };
         if self.len == HISTORY {
             self.samples[self.start] = sample;
             self.start = (self.start + 1) % HISTORY;
@@ -158,7 +181,7 @@ impl ScaleHistory {
 
     /// Whether the newest observation was cut (false before any).
     pub fn last_cut(&self) -> bool {
-        self.iter().last().is_some_and(|s| s.cut)
+        self.iter().last().is_some_and(|s| s.cut())
     }
 
     /// Number of observations kept.
@@ -186,13 +209,32 @@ impl ScaleHistory {
         if last - anchor > window_s {
             return Ttc::default();
         }
+        // Boxes on either side of a while on the edge are not views of the same object: one
+        // entering the picture was as cut before it as on it (a detector's box on its first
+        // part often stops short of the edge, and reads whole), and one that was on the edge
+        // a while has moved. Boxes only near the edge do not break the fit: a large object
+        // closing in often comes near it whole.
+        let mut since = f64::NEG_INFINITY;
+        let mut on_edge_from = None;
+        for s in self.iter().filter(|s| anchor - s.t <= window_s && s.t <= anchor) {
+            match (s.edge, on_edge_from) {
+                (Edge::On, None) => on_edge_from = Some(s.t),
+                (Edge::Clear, Some(from)) => {
+                    if s.t - from >= LONG_CUT_S {
+                        since = s.t;
+                    }
+                    on_edge_from = None;
+                }
+                _ => {}
+            }
+        }
         // Too few observations, or over too short a time to tell growth from a detector's
         // box jitter: at least half a window (of at most a second).
         let least_span = 0.5 * window_s.min(1.0);
         let axis = |ok: fn(&Sample) -> bool, y: fn(&Sample) -> f64| {
             let points = self
                 .iter()
-                .filter(move |s| !s.cut && ok(s) && anchor - s.t <= window_s)
+                .filter(move |s| !s.cut() && ok(s) && anchor - s.t <= window_s && s.t >= since)
                 .map(move |s| (s.t, y(&s)));
             let span = points.clone().next().map_or(0.0, |(t, _)| anchor - t);
             if span < least_span {
@@ -201,7 +243,8 @@ impl ScaleHistory {
             fit(points)
         };
         let whole = |s: &Sample| s.w_ok && s.h_ok;
-        let occluded = self.iter().any(|s| !s.cut && !whole(&s) && anchor - s.t <= window_s);
+        let occluded =
+            self.iter().any(|s| !s.cut() && !whole(&s) && anchor - s.t <= window_s && s.t >= since);
         // Unoccluded, the size is `sqrt(w h)`; with an axis hidden in some boxes, each axis is
         // fitted over the boxes that show it and the two rates are weighed by their precision.
         let f = if !occluded {
@@ -323,10 +366,49 @@ mod tests {
     }
 
     #[test]
+    fn boxes_either_side_of_a_while_on_the_edge_are_not_fitted_together() {
+        // A cone rising from the bottom edge, 60 px tall still: the detector's first boxes on
+        // its tip stop short of the edge (they read whole, 40 px wide), then it sits on the
+        // edge while it comes in, then clears it whole at 90 px wide. Fitted together, the
+        // steady cone reads as closing in fast.
+        let mark = |h: &mut ScaleHistory, from: usize, to: usize, w: f32, edge: Edge| {
+            for i in from..to {
+                h.push_box(i as f64 / 30.0, w, 60.0, edge, true, true);
+            }
+        };
+        let cone = |tip: usize, coming_in: usize, whole: usize, edge: Edge| {
+            let mut h = ScaleHistory::default();
+            mark(&mut h, 0, tip, 40.0, Edge::Clear);
+            mark(&mut h, tip, tip + coming_in, 65.0, edge);
+            mark(&mut h, tip + coming_in, tip + coming_in + whole, 90.0, Edge::Clear);
+            h.ttc(1.0)
+        };
+        // 0.4 s near the edge (a large object closing in comes near it whole): the fit spans
+        // it, and reads the jump as an approach.
+        assert_eq!(cone(8, 12, 10, Edge::Near).trend, Trend::Approaching);
+        // 0.4 s on it: the boxes since (0.3 s) are too few to tell anything yet.
+        assert_eq!(cone(8, 12, 10, Edge::On), Ttc::default());
+        // Once they span half a window, the steady cone is steady.
+        let t = cone(4, 8, 20, Edge::On);
+        assert!(t.trend == Trend::Steady && t.seconds.is_none(), "{t:?}");
+        assert_eq!(cone(4, 8, 20, Edge::Near).trend, Trend::Approaching);
+        // A blip on the edge (under 0.2 s) does not break the fit: a steady object whole
+        // before and after it has its estimate.
+        let mut h = ScaleHistory::default();
+        mark(&mut h, 0, 15, 60.0, Edge::Clear);
+        mark(&mut h, 15, 19, 60.0, Edge::On);
+        let mut jittered = h;
+        mark(&mut h, 19, 30, 60.0, Edge::Clear);
+        mark(&mut jittered, 19, 30, 90.0, Edge::Clear);
+        assert_eq!(h.ttc(1.0).trend, Trend::Steady);
+        assert_eq!(jittered.ttc(1.0).trend, Trend::Approaching, "fitted across the blip");
+    }
+
+    #[test]
     fn an_axis_hidden_by_an_occluder_is_left_out_and_the_other_gives_the_time_to_contact() {
         // A still object being uncovered from the right: its box widens, its height stays.
         // Read as a size, that is an approach; with the width marked hidden, it is steady.
-        let (read_whole, marked) = widening(40.0, |h, t, w| h.push_box(t, w, 80.0, false, false, true));
+        let (read_whole, marked) = widening(40.0, |h, t, w| h.push_box(t, w, 80.0, Edge::Clear, false, true));
         assert_eq!(read_whole.ttc(1.0).trend, Trend::Approaching);
         assert_eq!(marked.ttc(1.0).trend, Trend::Steady);
         // Closing in from 10 m at 2 m/s, and for the second half of the window an occluder
@@ -340,7 +422,7 @@ mod tests {
             let covered = i >= 15;
             let w = if covered { size(t) * (1.0 - 0.01 * (i - 15) as f32) } else { size(t) };
             hidden_read.push(t, w, size(t));
-            hidden_marked.push_box(t, w, size(t), false, !covered, true);
+            hidden_marked.push_box(t, w, size(t), Edge::Clear, !covered, true);
         }
         let truth = (d0 - v * 29.0 / 30.0) / v;
         let read = hidden_read.ttc(1.0).seconds.unwrap();
@@ -353,7 +435,7 @@ mod tests {
         for i in 0..40 {
             let t = i as f64 / 30.0;
             let free = i < 30;
-            corner.push_box(t, size(t), size(t), false, free, free);
+            corner.push_box(t, size(t), size(t), Edge::Clear, free, free);
         }
         let got = corner.ttc(1.0).seconds.unwrap();
         let truth = (d0 - v * 39.0 / 30.0) / v;
