@@ -228,14 +228,13 @@ impl ScaleHistory {
                 _ => {}
             }
         }
+        // The boxes a fit may read: not cut, in the window, and after the last while on the edge.
+        let in_fit = move |s: &Sample| !s.cut() && anchor - s.t <= window_s && s.t >= since;
         // Too few observations, or over too short a time to tell growth from a detector's
         // box jitter: at least half a window (of at most a second).
         let least_span = 0.5 * window_s.min(1.0);
         let axis = |ok: fn(&Sample) -> bool, y: fn(&Sample) -> f64| {
-            let points = self
-                .iter()
-                .filter(move |s| !s.cut() && ok(s) && anchor - s.t <= window_s && s.t >= since)
-                .map(move |s| (s.t, y(&s)));
+            let points = self.iter().filter(move |s| in_fit(s) && ok(s)).map(move |s| (s.t, y(&s)));
             let span = points.clone().next().map_or(0.0, |(t, _)| anchor - t);
             if span < least_span {
                 return None;
@@ -243,8 +242,7 @@ impl ScaleHistory {
             fit(points)
         };
         let whole = |s: &Sample| s.w_ok && s.h_ok;
-        let occluded =
-            self.iter().any(|s| !s.cut() && !whole(&s) && anchor - s.t <= window_s && s.t >= since);
+        let occluded = self.iter().any(|s| in_fit(&s) && !whole(&s));
         // Unoccluded, the size is `sqrt(w h)`; with an axis hidden in some boxes, each axis is
         // fitted over the boxes that show it and the two rates are weighed by their precision.
         let f = if !occluded {

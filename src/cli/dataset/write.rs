@@ -56,7 +56,9 @@ pub fn write_dataset(
                 let scene = Scene::with_approach(w, h, objects, approaching, scene_seed, 6).leaving();
                 // Objects near contact (the end of an approach, twice their size) are a small
                 // share of a scene's frames but the ones time to contact matters most for: the
-                // frame with the largest object of one to six drawn.
+                // frame with the largest object of one to six drawn. (The first value of `best`
+                // is always replaced; it stays drawn so the shipped training set's recipe still
+                // makes the same images.)
                 let mut best = (rng.below(100_000), -1.0f32);
                 for _ in 0..rng.below(6) + 1 {
                     let t = rng.below(100_000);
