@@ -153,6 +153,24 @@ pub struct GroundTruth {
     /// For an object closing in, its true time to contact in frames (at the source's rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttc_frames: Option<f32>,
+    /// The box around the object's visible pixels, `[x1, y1, x2, y2]`, when others hide part of
+    /// it: what a detector can see of it (absent when it is all visible, or not at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<[f32; 4]>,
+}
+
+impl GroundTruth {
+    /// The whole box, `[x1, y1, x2, y2]`.
+    pub fn corners(&self) -> [f32; 4] {
+        [self.x1, self.y1, self.x2, self.y2]
+    }
+
+    /// How well box `b` covers the object: its IoU with the whole box, or with the box of the
+    /// part in view ([`GroundTruth::shown`]) where that is higher.
+    pub fn overlap(&self, b: [f32; 4]) -> f32 {
+        let whole = crate::yolo::iou(b, self.corners());
+        self.shown.map_or(whole, |s| whole.max(crate::yolo::iou(b, s)))
+    }
 }
 
 /// One captured image.

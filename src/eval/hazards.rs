@@ -29,7 +29,7 @@ use super::ratio;
 use super::tracking::{TrackedBox, TrackingScore, TrackingScorer};
 use crate::frame::GroundTruth;
 use crate::hazard::{HazardFrame, Level};
-use crate::yolo::{iou, Detection};
+use crate::yolo::Detection;
 
 /// Times to contact are scored below this many seconds (the target range).
 pub const TTC_HORIZON_S: f64 = 5.0;
@@ -201,13 +201,14 @@ impl HazardScorer {
         }
     }
 
-    /// The truth object under detection `d`: same class, best IoU at the threshold.
+    /// The truth object under detection `d`: same class, best overlap at the threshold, with
+    /// the whole object or with the part of it in view ([`GroundTruth::overlap`]).
     fn object_under<'t>(&self, d: &Detection, truth: &'t [GroundTruth]) -> Option<&'t GroundTruth> {
         let b = [d.x1, d.y1, d.x2, d.y2];
         truth
             .iter()
             .filter(|g| g.class_id == d.class_id)
-            .map(|g| (g, iou(b, [g.x1, g.y1, g.x2, g.y2])))
+            .map(|g| (g, g.overlap(b)))
             .filter(|(_, v)| *v >= self.iou)
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(g, _)| g)
@@ -249,11 +250,10 @@ impl HazardScorer {
             });
             e.seen = seq;
             e.visible += u64::from(visible);
-            let b = [g.x1, g.y1, g.x2, g.y2];
             e.detected += u64::from(
                 detections
                     .iter()
-                    .any(|d| d.class_id == g.class_id && iou([d.x1, d.y1, d.x2, d.y2], b) >= self.iou),
+                    .any(|d| d.class_id == g.class_id && g.overlap([d.x1, d.y1, d.x2, d.y2]) >= self.iou),
             );
         }
 
@@ -350,7 +350,17 @@ mod tests {
     use crate::hazard::{Bearing, Obstacle, Ttc};
 
     fn obj(object: usize, x: f32, ttc_frames: Option<f32>) -> GroundTruth {
-        GroundTruth { class_id: 0, x1: x, y1: 0.0, x2: x + 10.0, y2: 10.0, visible: 1.0, object, ttc_frames }
+        GroundTruth {
+            class_id: 0,
+            x1: x,
+            y1: 0.0,
+            x2: x + 10.0,
+            y2: 10.0,
+            visible: 1.0,
+            object,
+            ttc_frames,
+            shown: None,
+        }
     }
 
     fn det(x: f32) -> Detection {
@@ -440,6 +450,26 @@ mod tests {
         // but the last objects, untracked.
         assert_eq!(r.tracking.id_switches, 0);
         assert_eq!(r.tracking.misses, 8);
+    }
+
+    #[test]
+    fn an_alarm_on_the_part_in_view_of_a_hidden_object_closing_in_is_not_false() {
+        // Object 0, 10 x 10, closing in (true TTC 1 s at 10 fps), has its right 6 px hidden:
+        // the detector's box on the 4 px in view has IoU 0.4 with the whole box, under the 0.5
+        // rule, but 1 with the part in view. Object 1 is not closing in.
+        let mut s = HazardScorer::new(10.0, 2.0, 0.5, 0.5, 0.5);
+        let mut hidden = obj(0, 0.0, Some(10.0));
+        hidden.visible = 0.4;
+        hidden.shown = Some([0.0, 0.0, 4.0, 10.0]);
+        let part = Detection { x2: 4.0, ..det(0.0) };
+        let h = hazards(
+            vec![1, 2],
+            vec![obstacle(1, 0, Some(1.0), Level::Danger), obstacle(2, 1, Some(1.0), Level::Danger)],
+        );
+        s.frame(0, &[hidden, obj(1, 50.0, None)], &[part, det(50.0)], &h);
+        let r = s.finish();
+        assert_eq!((r.danger.alarms, r.danger.false_alarms), (2, 1), "only the alarm on object 1 is false");
+        assert_eq!(r.ttc.closing, 0, "object 0 is less visible than min_visible: its TTC is not scored");
     }
 
     #[test]

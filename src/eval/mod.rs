@@ -176,7 +176,17 @@ mod tests {
     use super::*;
 
     fn gt(class_id: usize, x: f32, visible: f32) -> GroundTruth {
-        GroundTruth { class_id, x1: x, y1: 0.0, x2: x + 10.0, y2: 10.0, visible, object: 0, ttc_frames: None }
+        GroundTruth {
+            class_id,
+            x1: x,
+            y1: 0.0,
+            x2: x + 10.0,
+            y2: 10.0,
+            visible,
+            object: 0,
+            ttc_frames: None,
+            shown: None,
+        }
     }
 
     fn det(class_id: usize, x: f32, score: f32) -> Detection {

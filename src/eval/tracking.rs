@@ -184,6 +184,7 @@ mod tests {
             visible: 1.0,
             object,
             ttc_frames: None,
+            shown: None,
         }
     }
 

@@ -450,13 +450,22 @@ impl Scene {
                 visible: 0.0,
                 object: at.object,
                 ttc_frames,
+                shown: None,
             });
             index[truth.len() - 1] = k as u8;
         }
 
+        // Pixels in view and their box, per object.
         let mut seen = [0u32; 256];
-        for &id in ids.iter().filter(|&&id| id > 0) {
-            seen[id as usize - 1] += 1;
+        let mut shown = [[u32::MAX, u32::MAX, 0u32, 0u32]; 256];
+        for (y, row) in ids.chunks_exact(w).enumerate() {
+            for (x, &id) in row.iter().enumerate().filter(|(_, &id)| id > 0) {
+                let k = id as usize - 1;
+                seen[k] += 1;
+                let b = &mut shown[k];
+                (b[0], b[1]) = (b[0].min(x as u32), b[1].min(y as u32));
+                (b[2], b[3]) = (b[2].max(x as u32 + 1), b[3].max(y as u32 + 1));
+            }
         }
         for (i, g) in truth.iter_mut().enumerate() {
             let k = index[i] as usize;
@@ -470,6 +479,8 @@ impl Scene {
                 _ => p,
             };
             g.visible = if p == 0.0 { 0.0 } else { (s / whole).min(1.0) };
+            let b = shown[k].map(|v| v as f32);
+            g.shown = (seen[k] > 0 && b != g.corners()).then_some(b);
         }
 
         if self.noise > 0 {
@@ -698,6 +709,7 @@ mod tests {
 
     #[test]
     fn ground_truth_boxes_stay_in_frame_and_cover_their_pixels() {
+        let mut part_hidden = 0;
         for seed in 0..20 {
             let s = Scene::new(200, 150, 5, seed, 0);
             let (mut rgb, mut ids, mut truth) = (Vec::new(), Vec::new(), Vec::new());
@@ -708,16 +720,34 @@ mod tests {
                     assert!(g.x2 - g.x1 >= 4.0 && g.y2 - g.y1 >= 4.0, "{g:?}");
                     assert!((0.0..=1.0).contains(&g.visible));
                 }
-                // Every object pixel lies inside some ground-truth box of its object.
+                // Every object pixel lies inside some ground-truth box of its object, and
+                // inside the box of its part in view, which those pixels fill edge to edge.
+                let mut tight = vec![[f32::MAX, f32::MAX, 0.0f32, 0.0f32]; truth.len()];
                 for (p, &id) in ids.iter().enumerate() {
                     if id > 0 {
                         let g = truth[id as usize - 1];
                         let (x, y) = ((p % 200) as f32, (p / 200) as f32);
                         assert!(x >= g.x1 && x < g.x2 && y >= g.y1 && y < g.y2);
+                        let t = &mut tight[id as usize - 1];
+                        *t = [t[0].min(x), t[1].min(y), t[2].max(x + 1.0), t[3].max(y + 1.0)];
+                    }
+                }
+                for (g, t) in truth.iter().zip(&tight) {
+                    match g.shown {
+                        Some(b) => {
+                            part_hidden += 1;
+                            assert_eq!(&b, t, "{g:?}");
+                            assert!(
+                                g.visible < 1.0,
+                                "a box in view smaller than the whole is hidden in part: {g:?}"
+                            );
+                        }
+                        None => assert!(g.visible == 0.0 || *t == g.corners(), "{g:?} {t:?}"),
                     }
                 }
             }
         }
+        assert!(part_hidden > 0, "the scenes have objects hidden in part");
     }
 
     #[test]
