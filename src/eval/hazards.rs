@@ -350,17 +350,7 @@ mod tests {
     use crate::hazard::{Bearing, Obstacle, Ttc};
 
     fn obj(object: usize, x: f32, ttc_frames: Option<f32>) -> GroundTruth {
-        GroundTruth {
-            class_id: 0,
-            x1: x,
-            y1: 0.0,
-            x2: x + 10.0,
-            y2: 10.0,
-            visible: 1.0,
-            object,
-            ttc_frames,
-            shown: None,
-        }
+        GroundTruth { ttc_frames, ..crate::eval::tracking::tests::obj(object, x) }
     }
 
     fn det(x: f32) -> Detection {

@@ -171,10 +171,11 @@ impl TrackingScorer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn obj(object: usize, x: f32) -> GroundTruth {
+    /// Object `object`, 10 px square at `x`, all visible, not closing in.
+    pub(in crate::eval) fn obj(object: usize, x: f32) -> GroundTruth {
         GroundTruth {
             class_id: 0,
             x1: x,
