@@ -154,7 +154,7 @@ pub fn match_frame(
             .iter()
             .enumerate()
             .filter(|(k, g)| !taken[*k] && g.class_id == d.class_id)
-            .map(|(k, g)| (k, iou(b, [g.x1, g.y1, g.x2, g.y2])))
+            .map(|(k, g)| (k, iou(b, g.corners())))
             .filter(|(_, v)| *v >= iou_threshold)
             .max_by(|a, b| a.1.total_cmp(&b.1));
         match best {
@@ -176,17 +176,7 @@ mod tests {
     use super::*;
 
     fn gt(class_id: usize, x: f32, visible: f32) -> GroundTruth {
-        GroundTruth {
-            class_id,
-            x1: x,
-            y1: 0.0,
-            x2: x + 10.0,
-            y2: 10.0,
-            visible,
-            object: 0,
-            ttc_frames: None,
-            shown: None,
-        }
+        GroundTruth { class_id, visible, ..tracking::tests::obj(0, x) }
     }
 
     fn det(class_id: usize, x: f32, score: f32) -> Detection {

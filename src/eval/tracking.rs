@@ -88,7 +88,7 @@ impl TrackingScorer {
     /// Scores one frame: its ground truth (objects by `object`) and its tracked boxes.
     pub fn frame(&mut self, truth: &[GroundTruth], tracks: &[TrackedBox]) {
         let t = self.iou;
-        let overlap = |g: &GroundTruth, b: &[f32; 4]| iou(*b, [g.x1, g.y1, g.x2, g.y2]);
+        let overlap = |g: &GroundTruth, b: &[f32; 4]| iou(*b, g.corners());
         self.score.frames += 1;
         let mut object_of = vec![None::<usize>; tracks.len()];
         let mut track_of = vec![None::<usize>; truth.len()];
