@@ -372,6 +372,11 @@ mod tests {
         let mut sizeless = HazardsConfig::default();
         sizeless.classes.insert("a".into(), ClassSize::default());
         assert_eq!(sizeless.validate().unwrap_err().0, "classes.a");
+        let mut late = HazardsConfig::default();
+        late.tracking.recover_s = late.tracking.lost_s + 1.0;
+        let (key, message) = late.validate().unwrap_err();
+        assert_eq!(key, "tracking.recover_s");
+        assert!(message.contains("allowed 0 to lost_s (3 seconds)"), "{message}");
         HazardsConfig::default().validate().unwrap();
     }
 }
