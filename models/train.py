@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train and export jetdetect's obstacle detector (YOLOv8 at "pico" scale, 3 classes) offline.
 
-Reproduce (about 20 minutes on 2 CPU cores; nothing is downloaded):
+Reproduce (about an hour on 2 CPU cores; nothing is downloaded):
 
     python3 -m venv .venv-models && .venv-models/bin/pip install -r models/requirements.txt
     cargo run -- dataset --out /tmp/obstacles --train 2000 --val 300 --seed 2026
@@ -27,7 +27,7 @@ os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="yolo-cfg-"))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="data.yaml written by `jetdetect dataset`")
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--imgsz", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--model", default=str(HERE / "obstacles-yolov8p.yaml"), help="architecture yaml (built from scratch)")
