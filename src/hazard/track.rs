@@ -6,15 +6,15 @@
 //! 1. confident boxes (score >= `high_score`) are matched to tracked and lost tracks by IoU;
 //! 2. the remaining boxes (the `[detect] confidence` .. `high_score` band) to the tracks still
 //!    unmatched that were tracked last frame; those left unmatched become lost;
-//! 2b. confident boxes still unmatched to the tracks lost for at most `recover_s`, by IoU with the
+//! 3. confident boxes still unmatched to the tracks lost for at most `recover_s`, by IoU with the
 //!    box each was last matched to instead of its prediction (OC-SORT's observation-centric
 //!    recovery, Cao et al., CVPR 2023): a track's filter follows the box on the part of an object
 //!    in view as another hides it, learns a shrinking or sliding box, and predicts it off the
 //!    object when it comes out whole;
-//! 3. confident boxes still unmatched to the tracks born last frame, which are confirmed by it;
+//! 4. confident boxes still unmatched to the tracks born last frame, which are confirmed by it;
 //!    the others are dropped (one-frame ghosts);
-//! 4. confident boxes still unmatched with score >= `new_track_score` start new tracks;
-//! 5. tracks lost for longer than `lost_s` are removed.
+//! 5. confident boxes still unmatched with score >= `new_track_score` start new tracks;
+//! 6. tracks lost for longer than `lost_s` are removed.
 //!
 //! Matching is optimal (the Hungarian algorithm, `assign`) on `1 - IoU`, within one class.
 //! Differences from the reference: time is real (a lost track lives `lost_s` seconds, not a
@@ -277,19 +277,19 @@ impl Tracker {
                 self.tracks[k].state = State::Lost;
             }
         }
-        // 2b. Confident boxes left against the tracks lost lately, by their last boxes.
+        // 3. Confident boxes left against the tracks lost lately, by their last boxes.
         self.pool.clear();
         self.pool.extend((0..self.tracks.len()).filter(|&k| {
             let tr = &self.tracks[k];
             tr.state == State::Lost && t - tr.seen_t <= cfg.recover_s
         }));
         self.associate(detections, 1.0 - cfg.match_iou as f64, t, Pass::Recover);
-        // 3. Tracks born last frame against the confident boxes left.
+        // 4. Tracks born last frame against the confident boxes left.
         self.pool.clear();
         self.pool.extend((0..self.tracks.len()).filter(|&k| self.tracks[k].state == State::New));
         self.associate(detections, 0.7, t, Pass::High);
 
-        // 4. Births: on the first frame every confident box is confirmed at once.
+        // 5. Births: on the first frame every confident box is confirmed at once.
         for &i in &self.high {
             let d = &detections[i];
             if self.matched_det[i] || d.score < cfg.new_track_score {
@@ -314,7 +314,7 @@ impl Tracker {
                 self.next_id += 1;
             }
         }
-        // 5. Deaths: unconfirmed tracks not seen again (lost ones go at the next frame past `lost_s`).
+        // 6. Deaths: unconfirmed tracks not seen again (lost ones go at the next frame past `lost_s`).
         self.tracks.retain(|tr| tr.state != State::New || tr.detection.is_some());
 
         self.track_of.clear();
