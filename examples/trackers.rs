@@ -126,7 +126,7 @@ impl Candidate for Own {
         for tr in self.0.tracks() {
             if let (Some(i), true) = (tr.detection, tr.id != 0) {
                 let d = &dets[i];
-                out.push((tr.id, [d.x1, d.y1, d.x2, d.y2]));
+                out.push((tr.id, d.corners()));
             }
         }
     }

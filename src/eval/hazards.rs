@@ -204,7 +204,7 @@ impl HazardScorer {
     /// The truth object under detection `d`: same class, best overlap at the threshold, with
     /// the whole object or with the part of it in view ([`GroundTruth::overlap`]).
     fn object_under<'t>(&self, d: &Detection, truth: &'t [GroundTruth]) -> Option<&'t GroundTruth> {
-        let b = [d.x1, d.y1, d.x2, d.y2];
+        let b = d.corners();
         truth
             .iter()
             .filter(|g| g.class_id == d.class_id)
@@ -229,7 +229,7 @@ impl HazardScorer {
         self.tracked.clear();
         for (d, &id) in detections.iter().zip(&hazards.track_of) {
             if id != 0 {
-                self.tracked.push((id, [d.x1, d.y1, d.x2, d.y2]));
+                self.tracked.push((id, d.corners()));
             }
         }
         self.tracking.frame(truth, &self.tracked);
@@ -251,9 +251,7 @@ impl HazardScorer {
             e.seen = seq;
             e.visible += u64::from(visible);
             e.detected += u64::from(
-                detections
-                    .iter()
-                    .any(|d| d.class_id == g.class_id && g.overlap([d.x1, d.y1, d.x2, d.y2]) >= self.iou),
+                detections.iter().any(|d| d.class_id == g.class_id && g.overlap(d.corners()) >= self.iou),
             );
         }
 

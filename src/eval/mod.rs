@@ -149,7 +149,7 @@ pub fn match_frame(
     let mut counts = Counts::default();
     for i in order {
         let d = &detections[i];
-        let b = [d.x1, d.y1, d.x2, d.y2];
+        let b = d.corners();
         let best = truth
             .iter()
             .enumerate()

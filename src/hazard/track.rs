@@ -308,7 +308,7 @@ impl Tracker {
                 state: if first { State::Tracked } else { State::New },
                 filter_t: t,
                 seen_t: t,
-                last_box: [d.x1, d.y1, d.x2, d.y2],
+                last_box: d.corners(),
             });
             if first {
                 self.next_id += 1;
@@ -343,7 +343,7 @@ impl Tracker {
                 Pass::Recover => tr.last_box,
                 Pass::High | Pass::Low => tr.kalman.corners(),
             };
-            1.0 - iou(from, [d.x1, d.y1, d.x2, d.y2]) as f64
+            1.0 - iou(from, d.corners()) as f64
         });
         for &(r, c) in &self.assignment.pairs {
             let (k, i) = (self.pool[r], dets[c]);
@@ -355,7 +355,7 @@ impl Tracker {
             tr.detection = Some(i);
             tr.hits += 1;
             tr.seen_t = t;
-            tr.last_box = [d.x1, d.y1, d.x2, d.y2];
+            tr.last_box = d.corners();
             if tr.state == State::New {
                 tr.id = self.next_id;
                 self.next_id += 1;

@@ -146,6 +146,11 @@ pub struct Detection {
 }
 
 impl Detection {
+    /// The box as `[x1, y1, x2, y2]`, as [`iou`] takes it.
+    pub fn corners(&self) -> [f32; 4] {
+        [self.x1, self.y1, self.x2, self.y2]
+    }
+
     /// Area in square pixels (0 for degenerate boxes).
     pub fn area(&self) -> f32 {
         (self.x2 - self.x1).max(0.0) * (self.y2 - self.y1).max(0.0)
