@@ -13,11 +13,18 @@
 //! closing in on the camera up to twice their size. A detector that has only seen the first
 //! kind boxes an object entering at an edge short of that edge and a large object near contact
 //! loosely, which is what time to contact is read from.
+//!
+//! A third, optional kind (`--crowded SHARE`) is crowded moments: six objects, and of eight
+//! moments of the scene the one where the most pairs of objects of one class overlap. Two
+//! overlapping objects of one class are where a detector trained on sparse scenes draws one box
+//! for both, or a box on part of one, and the tracker then swaps their numbers.
 
 use std::io::Write;
 use std::path::Path;
 
+use jetdetect::frame::GroundTruth;
 use jetdetect::source::synthetic::{Rng, Scene, CLASS_NAMES};
+use jetdetect::yolo::iou;
 use jetdetect::Error;
 
 /// Objects less visible than this are left out of the labels.
@@ -29,14 +36,56 @@ const SIZES: [(u32, u32); 5] = [(640, 480), (640, 360), (480, 480), (800, 600), 
 /// At most this many of a come-and-go scene's objects close in on the camera.
 const MAX_APPROACHING: usize = 3;
 
-/// Writes `train` + `val` images with labels under `out`, a share `come_and_go` (0 to 1) of
-/// them from scenes whose objects come and go. Returns the number of labelled objects.
+/// Objects in a crowded image's scene (the most any image has).
+const CROWDED_OBJECTS: usize = 6;
+
+/// Moments of a crowded image's scene drawn to pick the most crowded one from.
+const CROWDED_MOMENTS: usize = 8;
+
+/// Two labelled objects of one class whose boxes overlap at least this much make a crowded pair.
+const CROWDED_IOU: f32 = 0.1;
+
+/// What kinds of scene a training set mixes, as shares of its images (each 0 to 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Recipe {
+    /// Share of images from scenes whose objects come and go (the rest bounce inside the picture).
+    pub come_and_go: f32,
+    /// Share of images (of either kind) made crowded: six objects, at the moment of eight drawn
+    /// where the most pairs of one class overlap. At 0 no extra random number is drawn, so a
+    /// recipe without crowded images makes the same images as before this option existed.
+    pub crowded: f32,
+}
+
+impl Default for Recipe {
+    /// The shipped model's recipe: half come-and-go scenes, no crowded images.
+    fn default() -> Recipe {
+        Recipe { come_and_go: 0.5, crowded: 0.0 }
+    }
+}
+
+/// Pairs of labelled objects (at least [`MIN_VISIBLE`] visible) of one class whose boxes overlap
+/// by IoU of at least [`CROWDED_IOU`].
+pub fn crowded_pairs(truth: &[GroundTruth]) -> usize {
+    let labelled: Vec<&GroundTruth> = truth.iter().filter(|g| g.visible >= MIN_VISIBLE).collect();
+    let mut pairs = 0;
+    for (i, a) in labelled.iter().enumerate() {
+        for b in &labelled[i + 1..] {
+            if a.class_id == b.class_id && iou(a.corners(), b.corners()) >= CROWDED_IOU {
+                pairs += 1;
+            }
+        }
+    }
+    pairs
+}
+
+/// Writes `train` + `val` images with labels under `out`, the kinds of scene mixed as `recipe`
+/// says. Returns the number of labelled objects.
 pub fn write_dataset(
     out: &Path,
     train: usize,
     val: usize,
     seed: u64,
-    come_and_go: f32,
+    recipe: Recipe,
 ) -> Result<usize, Error> {
     let io = |p: &Path, e: std::io::Error| Error::io(p.display().to_string(), e);
     let mut rng = Rng::new(seed);
@@ -49,9 +98,13 @@ pub fn write_dataset(
         std::fs::create_dir_all(&lbl_dir).map_err(|e| io(&lbl_dir, e))?;
         for i in 0..count {
             let (w, h) = SIZES[rng.below(SIZES.len() as u64) as usize];
-            let objects = 1 + rng.below(6) as usize;
+            let mut objects = 1 + rng.below(6) as usize;
+            let crowded = recipe.crowded > 0.0 && rng.range(0.0, 1.0) < recipe.crowded;
+            if crowded {
+                objects = CROWDED_OBJECTS;
+            }
             let scene_seed = rng.next_u64();
-            let (scene, t) = if rng.range(0.0, 1.0) < come_and_go {
+            let (scene, t) = if rng.range(0.0, 1.0) < recipe.come_and_go {
                 let approaching = rng.below(objects.min(MAX_APPROACHING) as u64 + 1) as usize;
                 let scene = Scene::with_approach(w, h, objects, approaching, scene_seed, 6).leaving();
                 // Objects near contact (the end of an approach, twice their size) are a small
@@ -71,6 +124,19 @@ pub fn write_dataset(
                 (scene, best.0)
             } else {
                 (Scene::new(w, h, objects, scene_seed, 6), rng.below(100_000))
+            };
+            let t = if crowded {
+                let mut best = (t, crowded_pairs_at(&scene, t, &mut rgb, &mut ids, &mut truth));
+                for _ in 1..CROWDED_MOMENTS {
+                    let t = rng.below(100_000);
+                    let pairs = crowded_pairs_at(&scene, t, &mut rgb, &mut ids, &mut truth);
+                    if pairs > best.1 {
+                        best = (t, pairs);
+                    }
+                }
+                best.0
+            } else {
+                t
             };
             scene.render(t, &mut rgb, &mut ids, &mut truth);
             let name = format!("{split}_{i:05}");
@@ -103,9 +169,87 @@ pub fn write_dataset(
     Ok(labelled)
 }
 
+/// [`crowded_pairs`] of `scene` at frame `t` (renders it into the buffers given).
+fn crowded_pairs_at(
+    scene: &Scene,
+    t: u64,
+    rgb: &mut Vec<u8>,
+    ids: &mut Vec<u8>,
+    truth: &mut Vec<GroundTruth>,
+) -> usize {
+    scene.render(t, rgb, ids, truth);
+    crowded_pairs(truth)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`labels_digest`] of `jetdetect dataset --train 12 --val 2 --seed 7` before `--crowded`.
+    const DEFAULT_DIGEST: u64 = 0xd833_6b31_d16c_207f;
+
+    /// FNV-1a digest of every label file under `dir/labels/train`, in name order.
+    fn labels_digest(dir: &Path) -> u64 {
+        let mut files: Vec<_> =
+            std::fs::read_dir(dir.join("labels/train")).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for f in files {
+            for b in std::fs::read(f).unwrap() {
+                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// Crowded pairs summed over the images of `dir/labels/train` (boxes from the labels).
+    fn crowded_pairs_in(dir: &Path) -> usize {
+        let mut pairs = 0;
+        for entry in std::fs::read_dir(dir.join("labels/train")).unwrap() {
+            let truth: Vec<GroundTruth> = std::fs::read_to_string(entry.unwrap().path())
+                .unwrap()
+                .lines()
+                .map(|line| {
+                    let v: Vec<f32> = line.split(' ').map(|f| f.parse().unwrap()).collect();
+                    GroundTruth {
+                        class_id: v[0] as usize,
+                        x1: v[1] - v[3] / 2.0,
+                        y1: v[2] - v[4] / 2.0,
+                        x2: v[1] + v[3] / 2.0,
+                        y2: v[2] + v[4] / 2.0,
+                        visible: 1.0,
+                        object: 0,
+                        ttc_frames: None,
+                        shown: None,
+                    }
+                })
+                .collect();
+            pairs += crowded_pairs(&truth);
+        }
+        pairs
+    }
+
+    #[test]
+    fn the_default_recipe_still_makes_the_shipped_models_training_images() {
+        // Digest of the labels `jetdetect dataset --train 12 --val 2 --seed 7` wrote before
+        // `--crowded` existed: the shipped model's recipe must not change with the option.
+        let dir = std::env::temp_dir().join(format!("jd-dataset-default-{}", std::process::id()));
+        write_dataset(&dir, 12, 2, 7, Recipe::default()).unwrap();
+        let digest = labels_digest(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(digest, DEFAULT_DIGEST, "{digest:#x}");
+    }
+
+    #[test]
+    fn crowded_images_have_overlapping_objects_of_one_class() {
+        let dir = std::env::temp_dir().join(format!("jd-dataset-crowded-{}", std::process::id()));
+        let (sparse, crowded) = (dir.join("sparse"), dir.join("crowded"));
+        write_dataset(&sparse, 40, 2, 11, Recipe { come_and_go: 0.5, crowded: 0.0 }).unwrap();
+        write_dataset(&crowded, 40, 2, 11, Recipe { come_and_go: 0.5, crowded: 1.0 }).unwrap();
+        let (few, many) = (crowded_pairs_in(&sparse), crowded_pairs_in(&crowded));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(many >= 4 * few.max(1), "{many} crowded pairs against {few}");
+    }
 
     /// Label boxes (`cx cy w h`, normalised) of every image in `dir/labels/train`.
     fn labels(dir: &Path) -> Vec<[f32; 4]> {
@@ -123,8 +267,8 @@ mod tests {
     fn come_and_go_scenes_add_objects_cut_by_the_edge_and_closing_in() {
         let dir = std::env::temp_dir().join(format!("jd-dataset-{}", std::process::id()));
         let (inside, moving) = (dir.join("inside"), dir.join("moving"));
-        let n_inside = write_dataset(&inside, 40, 2, 7, 0.0).unwrap();
-        let n_moving = write_dataset(&moving, 40, 2, 7, 1.0).unwrap();
+        let n_inside = write_dataset(&inside, 40, 2, 7, Recipe { come_and_go: 0.0, crowded: 0.0 }).unwrap();
+        let n_moving = write_dataset(&moving, 40, 2, 7, Recipe { come_and_go: 1.0, crowded: 0.0 }).unwrap();
         assert!(n_inside > 40 && n_moving > 20, "{n_inside} {n_moving}");
         assert!(std::fs::read_to_string(moving.join("data.yaml")).unwrap().contains("2: cone"));
         // A box whose side lies on the picture's edge: an object entering or leaving (bouncing
