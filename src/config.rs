@@ -570,12 +570,33 @@ impl Config {
                 ));
             }
         }
-        let uri = SourceUri::parse(&self.source.uri).map_err(|m| err("source", "uri", m.to_string()))?;
+        // GStreamer sources: the pipeline is built (every key and value checked, a credentials
+        // file read) without starting it; a `gst://` pipeline is not a URI query.
+        let text = &self.source.uri;
+        let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
+            crate::source::gst::pipeline::build(text, crate::source::gst::Platform::Pc)
+                .map_err(|e| err("source", "uri", e.to_string()))?;
+            if !self.source.controls.is_empty() {
+                return Err(err(
+                    "source",
+                    "uri",
+                    "[source.controls] apply to v4l2:// cameras only (set a CSI camera's exposure and gain \
+                     with csi:// keys)"
+                        .into(),
+                ));
+            }
+            return Ok(());
+        }
+        let uri = SourceUri::parse(text).map_err(|m| err("source", "uri", m.to_string()))?;
         if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
             return Err(err(
                 "source",
                 "uri",
-                format!("unknown scheme '{}://': use synthetic://, file:// or v4l2://", uri.scheme),
+                format!(
+                    "unknown scheme '{}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://",
+                    uri.scheme
+                ),
             ));
         }
         Ok(())
@@ -656,9 +677,17 @@ mod tests {
         assert!(e.message.contains("multiple of 32"), "{e}");
         let e = parse("[engine]\nkind = \"tensorflow\"\n").unwrap_err();
         assert!(e.message.contains("use auto, tract, onnxruntime"), "{e}");
-        let e = parse("[source]\nuri = \"rtsp://cam\"\n").unwrap_err();
-        assert!(e.message.contains("unknown scheme"), "{e}");
+        let e = parse("[source]\nuri = \"http://cam\"\n").unwrap_err();
+        assert!(e.message.contains("unknown scheme") && e.message.contains("rtsp://"), "{e}");
         assert_eq!(e.line, Some(2));
+        let e = parse("[source]\nuri = \"rtsp://cam/live?transport=quic\"\n").unwrap_err();
+        assert!(e.message.contains("transport 'quic' is not tcp or udp"), "{e}");
+        assert_eq!(e.line, Some(2));
+        let e = parse("[source]\nuri = \"csi://0?exposure_us=9\"\n").unwrap_err();
+        assert!(e.message.contains("not a range"), "{e}");
+        assert!(
+            parse("[source]\nuri = \"gst://videotestsrc is-live=true ! video/x-raw,width=320\"\n").is_ok()
+        );
     }
 
     #[test]

@@ -6,11 +6,15 @@
 //! | `file://PATH` (a PNG/JPEG image or a folder of them) | [`file`] |
 //! | `file://clip.yuv?width=640&height=480&format=yuyv` (raw frames) | [`file`] |
 //! | `v4l2:///dev/video0?width=640&height=480&fps=30&format=yuyv&buffers=3`, `v4l2://auto` | [`v4l2`] |
+//! | `csi://0?width=1920&height=1080&fps=30` (Argus, on a Jetson) | [`gst`] |
+//! | `rtsp://HOST[:PORT]/PATH?transport=tcp&latency_ms=100&credentials=FILE` | [`gst`] |
+//! | `gst://PIPELINE` (any GStreamer source part, e.g. `gst://videotestsrc is-live=true`) | [`gst`] |
 //!
 //! A new kind of source is a new module here that implements [`FrameSource`]
 //! plus one arm in [`open`]. Sources know nothing about models or outputs.
 
 pub mod file;
+pub mod gst;
 pub mod mjpeg;
 pub mod synthetic;
 pub mod uri;
@@ -103,6 +107,11 @@ pub fn open(uri: &str) -> Result<Box<dyn FrameSource>, SourceError> {
 
 /// Opens the source a URI names, with camera controls (`[source.controls]`) for V4L2.
 pub fn open_with(uri: &str, controls: &BTreeMap<String, i64>) -> Result<Box<dyn FrameSource>, SourceError> {
+    // A `gst://` pipeline is GStreamer's syntax, not a URI query: it is not parsed as one.
+    let gst = uri.split_once("://").is_some_and(|(s, _)| s.eq_ignore_ascii_case("gst"));
+    if gst && controls.is_empty() {
+        return Ok(Box::new(gst::GstSource::open(uri)?));
+    }
     let parsed = SourceUri::parse(uri)?;
     if !controls.is_empty() && parsed.scheme != "v4l2" {
         return Err(SourceError::Config(format!("{uri}: [source.controls] apply to v4l2:// cameras only")));
@@ -111,8 +120,10 @@ pub fn open_with(uri: &str, controls: &BTreeMap<String, i64>) -> Result<Box<dyn 
         "synthetic" => Ok(Box::new(synthetic::SyntheticSource::open(&parsed)?)),
         "file" => Ok(Box::new(file::FileSource::open(&parsed)?)),
         "v4l2" => Ok(Box::new(v4l2::V4l2Source::open(&parsed, controls)?)),
+        "csi" | "rtsp" => Ok(Box::new(gst::GstSource::open(uri)?)),
         other => Err(SourceError::Config(format!(
-            "{uri}: unknown source scheme '{other}://': use synthetic://, file:// or v4l2://"
+            "{uri}: unknown source scheme '{other}://': use synthetic://, file://, v4l2://, csi://, \
+             rtsp:// or gst://"
         ))),
     }
 }
@@ -124,8 +135,8 @@ mod tests {
     #[test]
     fn open_dispatches_on_scheme_and_names_the_alternatives() {
         assert!(open("synthetic://?fps=0").is_ok());
-        let e = open("rtsp://cam").err().unwrap().to_string();
-        assert!(e.contains("unknown source scheme 'rtsp://'"), "{e}");
+        let e = open("http://cam").err().unwrap().to_string();
+        assert!(e.contains("unknown source scheme 'http://'") && e.contains("rtsp://"), "{e}");
         // A missing camera is not fatal: the source retries, reporting why.
         let mut cam = open("v4l2:///dev/video-none-jd?timeout_ms=100").unwrap();
         let e = cam.next_frame(&mut Frame::empty()).unwrap_err();

@@ -20,6 +20,7 @@ mod cli;
 mod daemon;
 mod dla_form;
 mod faults;
+mod gstreamer;
 mod hazards;
 mod mavlink;
 mod onnxruntime;
