@@ -6,7 +6,7 @@
 //! using it would end the static build and tie the binary to one JetPack's GStreamer. A child
 //! keeps the binary static, finds whatever GStreamer the board has (JetPack's, with Argus and
 //! NVDEC), and a crash inside a vendor plugin takes down the child, not the daemon. The price is
-//! one copy of each frame through a pipe (640x480 NV12 is 460 kB: well under a millisecond)
+//! one copy of each frame through a pipe (a 640x480 NV12 frame is 460 kB)
 //! and no zero-copy from NVMM memory.
 //!
 //! **The guarantees V4L2 gives, kept here:**
@@ -65,6 +65,10 @@ pub struct GstSource {
     payload: Vec<u8>,
     /// Check for `nvargus-daemon` before each start (`csi://` on a Jetson).
     argus: bool,
+    /// End of stream ends the source (`gst://`), rather than restarting it.
+    finite: bool,
+    /// The stream has ended.
+    ended: bool,
 }
 
 /// A started child and what is known of its stream.
@@ -111,6 +115,8 @@ impl GstSource {
             seq: 0,
             payload: Vec::new(),
             argus,
+            finite: pipeline::is_gst(text),
+            ended: false,
         };
         match src.start() {
             Ok(()) => Ok(src),
@@ -179,7 +185,12 @@ impl GstSource {
     /// Stops the child (if any) and turns what it said into an error: a configuration error
     /// when the pipeline cannot work as written, else [`SourceError::Unavailable`] with backoff.
     fn fail(&mut self, what: String) -> SourceError {
-        let said = self.running.take().map(stop).unwrap_or_default();
+        let said = self.running.take().map(stop).map(|(_, said)| said).unwrap_or_default();
+        self.failed(said, what)
+    }
+
+    /// [`GstSource::fail`] for a child already stopped, which said `said`.
+    fn failed(&mut self, said: Vec<String>, what: String) -> SourceError {
         self.next_attempt = Instant::now() + self.backoff;
         self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
         let diagnosis = diagnose(&said);
@@ -223,9 +234,22 @@ fn spawn_stderr_reader(
         .ok()
 }
 
-/// Stops a child: SIGINT, then SIGKILL after [`STOP_GRACE`]; always reaped. Returns what it
-/// wrote on standard error.
-fn stop(mut r: Running) -> Vec<String> {
+/// Stops a child: SIGINT, then SIGKILL after [`STOP_GRACE`]; always reaped. Returns its exit
+/// status when it had exited by itself, and what it wrote on standard error.
+fn stop(r: Running) -> (Option<std::process::ExitStatus>, Vec<String>) {
+    stop_after(r, Duration::ZERO)
+}
+
+/// [`stop`], after waiting up to `own` for the child to exit by itself (its output has ended).
+fn stop_after(mut r: Running, own: Duration) -> (Option<std::process::ExitStatus>, Vec<String>) {
+    let deadline = Instant::now() + own;
+    let own = loop {
+        match r.child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => break None,
+        }
+    };
     let pid = r.child.id() as libc::pid_t;
     if let Ok(None) = r.child.try_wait() {
         // SAFETY: plain kill(2) on our own child, which has not been reaped yet.
@@ -248,7 +272,7 @@ fn stop(mut r: Running) -> Vec<String> {
         let _ = t.join();
     }
     let lines = r.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    lines
+    (own, lines)
 }
 
 /// What the child's error output means.
@@ -288,7 +312,7 @@ fn diagnose(lines: &[String]) -> Diagnosis {
     } else if text.contains("Failed to create CaptureSession") {
         Some("Argus could not open the camera: another process holds it, or nvargus-daemon needs a restart (sudo systemctl restart nvargus-daemon)".to_string())
     } else if text.contains("Could not open resource") || text.contains("Could not connect") {
-        Some("cannot connect to the camera (host down, wrong port or path?)".to_string())
+        Some("cannot open the stream (camera or host down, wrong port, path or file?)".to_string())
     } else {
         lines.iter().rev().find(|l| l.contains("ERROR")).or(lines.last()).map(|l| l.trim().to_string())
     };
@@ -319,6 +343,9 @@ impl FrameSource for GstSource {
     }
 
     fn next_frame(&mut self, frame: &mut Frame) -> Result<bool, SourceError> {
+        if self.ended {
+            return Ok(false);
+        }
         if self.running.is_none() {
             let wait = self.next_attempt.saturating_duration_since(Instant::now());
             if !wait.is_zero() {
@@ -335,7 +362,22 @@ impl FrameSource for GstSource {
             let r = self.running.as_mut().expect("running");
             let packet = match r.reader.next(&mut self.payload) {
                 Ok(Some(p)) => p,
-                Ok(None) => return Err(self.fail("the pipeline ended".into())),
+                Ok(None) => {
+                    // A `gst://` pipeline that ends well (a file played to its end: gst-launch
+                    // exits 0 at end of stream) ends the stream, as a `file://` source does; a
+                    // camera's or RTSP stream's end is a fault, restarted.
+                    if self.finite {
+                        if let Some(r) = self.running.take() {
+                            let (status, said) = stop_after(r, Duration::from_secs(1));
+                            if status.is_some_and(|s| s.success()) {
+                                self.ended = true;
+                                return Ok(false);
+                            }
+                            return Err(self.failed(said, "the pipeline ended".into()));
+                        }
+                    }
+                    return Err(self.fail("the pipeline ended".into()));
+                }
                 Err(GdpError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
                     let m = format!("no frame for {} ms", self.timeout.as_millis());
                     return Err(self.fail(m));
@@ -358,7 +400,9 @@ impl FrameSource for GstSource {
                         r.caps = Some(caps);
                     }
                     Err(e) => {
-                        self.running.take().map(stop);
+                        if let Some(r) = self.running.take() {
+                            stop(r);
+                        }
                         return Err(SourceError::Config(format!("{}: {e}", self.text)));
                     }
                 },
@@ -479,7 +523,7 @@ mod tests {
             "ERROR: from element /GstPipeline:pipeline0/GstRTSPSrc:rtspsrc0: Could not open resource for reading \
              and writing.\nFailed to connect. (Generic error)"
         )
-        .contains("cannot connect"));
+        .contains("cannot open the stream"));
         assert!(transient(
             "(Argus) Error FileOperationFailed: Connecting to nvargus-daemon failed: No such file or directory \
              (in src/rpc/socket/client/SocketClientDispatch.cpp, function openSocketConnection(), line 205)"

@@ -455,6 +455,11 @@ pub fn argus_check(root: &std::path::Path) -> Result<(), String> {
     }
 }
 
+/// True for a `gst://` URI.
+pub fn is_gst(text: &str) -> bool {
+    strip_scheme(text, "gst").is_some()
+}
+
 /// True for a `csi://` URI.
 pub fn is_csi(text: &str) -> bool {
     strip_scheme(text, "csi").is_some()
