@@ -16,7 +16,7 @@
 //!   buffers' offsets).
 //! - *Capture time on `CLOCK_MONOTONIC`.* A buffer's PTS is pipeline running time on GStreamer's
 //!   system clock (monotonic). The source places it on `CLOCK_MONOTONIC` through the smallest
-//!   arrival-minus-PTS it has seen, so a stamp is late by at most the pipeline's fastest transit.
+//!   arrival-minus-PTS it has seen, so a stamp is late by the pipeline's fastest transit.
 //! - *Reopened with backoff.* A child that exits, a stream that ends or stays silent for
 //!   `timeout_ms`, is reported as [`SourceError::Unavailable`] (with the child's own error line)
 //!   and started again after 0.25 s, doubling to 5 s.
