@@ -55,8 +55,6 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 pub struct GstSource {
     text: String,
     launch: Launch,
-    program: String,
-    timeout: Duration,
     running: Option<Running>,
     backoff: Duration,
     next_attempt: Instant,
@@ -91,30 +89,17 @@ impl GstSource {
         let platform = Platform::detect(std::path::Path::new("/"));
         let launch = pipeline::build(text, platform)?;
         log::info!("{text}: {platform:?} pipeline: {}", launch.shown());
-        GstSource::start_new(text, launch, GST_LAUNCH, platform == Platform::Jetson && pipeline::is_csi(text))
-    }
-
-    /// A source running `launch` with `program` (`gst-launch-1.0`, or a stand-in with its
-    /// interface).
-    pub fn with_launch(text: &str, launch: Launch, program: &str) -> Result<GstSource, SourceError> {
-        GstSource::start_new(text, launch, program, false)
-    }
-
-    /// Starts the source; `argus`: check for `nvargus-daemon` before each start. A stream that
-    /// cannot start yet is reported from `next_frame`, not here.
-    fn start_new(text: &str, launch: Launch, program: &str, argus: bool) -> Result<GstSource, SourceError> {
         let mut src = GstSource {
             text: text.to_string(),
-            timeout: launch.timeout,
             launch,
-            program: program.to_string(),
             running: None,
             backoff: Duration::from_millis(250),
             next_attempt: Instant::now(),
             reported: None,
             seq: 0,
             payload: Vec::new(),
-            argus,
+            // Argus runs only on a Jetson: elsewhere the pipeline's missing element says so.
+            argus: platform == Platform::Jetson && pipeline::is_csi(text),
             finite: pipeline::is_gst(text),
             ended: false,
         };
@@ -134,7 +119,7 @@ impl GstSource {
                 return Err(self.fail(m));
             }
         }
-        let mut cmd = Command::new(&self.program);
+        let mut cmd = Command::new(GST_LAUNCH);
         cmd.arg("-q")
             .args(&self.launch.args)
             .stdin(Stdio::null())
@@ -158,12 +143,12 @@ impl GstSource {
         let mut child = cmd.spawn().map_err(|e| {
             SourceError::Config(if e.kind() == std::io::ErrorKind::NotFound {
                 format!(
-                    "{}: {} is not installed: install Debian's gstreamer1.0-tools (on a Jetson it comes \
-                     with JetPack)",
-                    self.text, self.program
+                    "{}: {GST_LAUNCH} is not installed: install Debian's gstreamer1.0-tools (on a Jetson it \
+                     comes with JetPack)",
+                    self.text
                 )
             } else {
-                format!("{}: cannot start {}: {e}", self.text, self.program)
+                format!("{}: cannot start {GST_LAUNCH}: {e}", self.text)
             })
         })?;
         let stdout = child.stdout.take().expect("piped");
@@ -172,7 +157,7 @@ impl GstSource {
             spawn_stderr_reader(child.stderr.take().expect("piped"), stderr.clone(), self.text.clone());
         self.running = Some(Running {
             child,
-            reader: GdpReader::new(TimedPipe { pipe: stdout, timeout: self.timeout }),
+            reader: GdpReader::new(TimedPipe { pipe: stdout, timeout: self.launch.timeout }),
             stderr,
             stderr_thread,
             caps: None,
@@ -363,23 +348,20 @@ impl FrameSource for GstSource {
             let packet = match r.reader.next(&mut self.payload) {
                 Ok(Some(p)) => p,
                 Ok(None) => {
-                    // A `gst://` pipeline that ends well (a file played to its end: gst-launch
-                    // exits 0 at end of stream) ends the stream, as a `file://` source does; a
-                    // camera's or RTSP stream's end is a fault, restarted.
-                    if self.finite {
-                        if let Some(r) = self.running.take() {
-                            let (status, said) = stop_after(r, Duration::from_secs(1));
-                            if status.is_some_and(|s| s.success()) {
-                                self.ended = true;
-                                return Ok(false);
-                            }
-                            return Err(self.failed(said, "the pipeline ended".into()));
-                        }
+                    // The output ended, so the child is exiting: it gets a second to do so and
+                    // say why. A `gst://` pipeline that ends well (a file played to its end:
+                    // gst-launch exits 0 at end of stream) ends the stream, as a `file://`
+                    // source does; a camera's or RTSP stream's end is a fault, restarted.
+                    let r = self.running.take().expect("running");
+                    let (status, said) = stop_after(r, Duration::from_secs(1));
+                    if self.finite && status.is_some_and(|s| s.success()) {
+                        self.ended = true;
+                        return Ok(false);
                     }
-                    return Err(self.fail("the pipeline ended".into()));
+                    return Err(self.failed(said, "the pipeline ended".into()));
                 }
                 Err(GdpError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    let m = format!("no frame for {} ms", self.timeout.as_millis());
+                    let m = format!("no frame for {} ms", self.launch.timeout.as_millis());
                     return Err(self.fail(m));
                 }
                 Err(e) => return Err(self.fail(e.to_string())),

@@ -223,7 +223,9 @@ pub fn build(text: &str, platform: Platform) -> Result<Launch, SourceError> {
     }
     let uri = SourceUri::parse(text)?;
     match uri.scheme.as_str() {
-        "csi" => csi(&uri, platform),
+        // Argus exists only on a Jetson: on a PC the pipeline is still the Jetson's, and the
+        // element check at start names the package that is missing.
+        "csi" => csi(&uri),
         "rtsp" => rtsp(&uri, platform, &|k| std::env::var(k).ok()),
         other => Err(SourceError::Config(format!("{text}: '{other}://' is not a GStreamer source"))),
     }
@@ -301,7 +303,7 @@ fn named(uri: &SourceUri, key: &str, names: &[&str], default: usize) -> Result<u
     })
 }
 
-fn csi(uri: &SourceUri, platform: Platform) -> Result<Launch, SourceError> {
+fn csi(uri: &SourceUri) -> Result<Launch, SourceError> {
     uri.check_keys(&CSI_KEYS)?;
     let sensor: u32 = if uri.location.is_empty() {
         0
@@ -341,9 +343,6 @@ fn csi(uri: &SourceUri, platform: Platform) -> Result<Launch, SourceError> {
         l = l.word(format!("awblock={}", uri.get("awb_lock", false)?));
     }
     let flip = named(uri, "flip", &FLIPS, 0)?;
-    // Argus exists only on a Jetson: on a PC the pipeline is still the Jetson's, and the element
-    // check at start names the package that is missing.
-    let _ = platform;
     Ok(l.words(&format!(
         "! video/x-raw(memory:NVMM),width={width},height={height},framerate={fps}/1,format=NV12 ! {} ! {TAIL}",
         convert(Platform::Jetson, flip, None)
