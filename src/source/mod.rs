@@ -100,6 +100,48 @@ impl Pacer {
     }
 }
 
+/// When a source that lost its camera or stream tries to reopen it: 0.25 s after the first
+/// failure, the wait doubling with each failure up to 5 s, and back to 0.25 s once it works.
+#[derive(Clone, Debug)]
+pub struct Reopen {
+    backoff: std::time::Duration,
+    next_attempt: std::time::Instant,
+}
+
+impl Reopen {
+    /// The first attempt is due now.
+    pub fn new() -> Reopen {
+        Reopen { backoff: std::time::Duration::from_millis(250), next_attempt: std::time::Instant::now() }
+    }
+
+    /// Sleeps toward the next attempt, at most 0.5 s (so a caller's loop stays responsive);
+    /// true when it is due.
+    pub fn wait_turn(&self) -> bool {
+        let wait = self.next_attempt.saturating_duration_since(std::time::Instant::now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait.min(std::time::Duration::from_millis(500)));
+        }
+        std::time::Instant::now() >= self.next_attempt
+    }
+
+    /// An attempt failed: the next is due after the backoff, which doubles.
+    pub fn failed(&mut self) {
+        self.next_attempt = std::time::Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(std::time::Duration::from_secs(5));
+    }
+
+    /// It works again: the next failure is retried after 0.25 s.
+    pub fn reset(&mut self) {
+        self.backoff = std::time::Duration::from_millis(250);
+    }
+}
+
+impl Default for Reopen {
+    fn default() -> Reopen {
+        Reopen::new()
+    }
+}
+
 /// Opens the source a URI names.
 pub fn open(uri: &str) -> Result<Box<dyn FrameSource>, SourceError> {
     open_with(uri, &BTreeMap::new())
@@ -131,6 +173,25 @@ pub fn open_with(uri: &str, controls: &BTreeMap<String, i64>) -> Result<Box<dyn 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reopening_waits_longer_after_each_failure_up_to_five_seconds_and_starts_over_once_it_works() {
+        let mut r = Reopen::new();
+        assert!(r.wait_turn(), "the first attempt is due at once");
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            let before = std::time::Instant::now();
+            r.failed();
+            waits.push((r.next_attempt - before).as_millis() as u64);
+        }
+        let expect = [250, 500, 1000, 2000, 4000, 5000, 5000];
+        assert!(waits.iter().zip(expect).all(|(w, e)| (e..e + 50).contains(w)), "{waits:?}");
+        assert!(!r.wait_turn(), "not due for 5 s");
+        r.reset();
+        let before = std::time::Instant::now();
+        r.failed();
+        assert!((r.next_attempt - before).as_millis() < 300);
+    }
 
     #[test]
     fn open_dispatches_on_scheme_and_names_the_alternatives() {

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use gdp::{GdpError, GdpReader, Packet, VideoCaps};
 pub use pipeline::{Launch, Platform};
 
-use super::{FrameSource, SourceError};
+use super::{FrameSource, Reopen, SourceError};
 use crate::clock::{instant_from_mono_ns, mono_ns};
 use crate::frame::{wall_clock_ns, Frame, PixelFormat};
 
@@ -56,8 +56,7 @@ pub struct GstSource {
     text: String,
     launch: Launch,
     running: Option<Running>,
-    backoff: Duration,
-    next_attempt: Instant,
+    reopen: Reopen,
     reported: Option<String>,
     seq: u64,
     payload: Vec<u8>,
@@ -93,8 +92,7 @@ impl GstSource {
             text: text.to_string(),
             launch,
             running: None,
-            backoff: Duration::from_millis(250),
-            next_attempt: Instant::now(),
+            reopen: Reopen::new(),
             reported: None,
             seq: 0,
             payload: Vec::new(),
@@ -176,8 +174,7 @@ impl GstSource {
 
     /// [`GstSource::fail`] for a child already stopped, which said `said`.
     fn failed(&mut self, said: Vec<String>, what: String) -> SourceError {
-        self.next_attempt = Instant::now() + self.backoff;
-        self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
+        self.reopen.failed();
         let diagnosis = diagnose(&said);
         match diagnosis {
             Diagnosis::Fatal(m) => SourceError::Config(format!("{}: {m}", self.text)),
@@ -332,14 +329,10 @@ impl FrameSource for GstSource {
             return Ok(false);
         }
         if self.running.is_none() {
-            let wait = self.next_attempt.saturating_duration_since(Instant::now());
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(Duration::from_millis(500)));
-                if Instant::now() < self.next_attempt {
-                    return Err(SourceError::Unavailable(
-                        self.reported.clone().unwrap_or_else(|| format!("{}: restarting", self.text)),
-                    ));
-                }
+            if !self.reopen.wait_turn() {
+                return Err(SourceError::Unavailable(
+                    self.reported.clone().unwrap_or_else(|| format!("{}: restarting", self.text)),
+                ));
             }
             self.start()?;
         }
@@ -422,7 +415,7 @@ impl FrameSource for GstSource {
                     self.seq += step;
                     if self.reported.take().is_some() {
                         log::info!("{}: the stream is back", self.text);
-                        self.backoff = Duration::from_millis(250);
+                        self.reopen.reset();
                     }
                     return Ok(true);
                 }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::uri::SourceUri;
-use super::{FrameSource, SourceError};
+use super::{FrameSource, Reopen, SourceError};
 use crate::clock::instant_from_mono_ns;
 use crate::frame::{wall_clock_ns, Frame, PixelFormat};
 use device::{ControlInfo, Device};
@@ -127,8 +127,7 @@ pub struct V4l2Source {
     timeout: Duration,
     controls: BTreeMap<String, i64>,
     stream: Option<Streaming>,
-    backoff: Duration,
-    next_attempt: Instant,
+    reopen: Reopen,
     seq: u64,
     text: String,
     reported: Option<String>,
@@ -163,8 +162,7 @@ impl V4l2Source {
             timeout: Duration::from_millis(uri.get_in("timeout_ms", 2000u64, 100, 60_000)?),
             controls: controls.clone(),
             stream: None,
-            backoff: Duration::from_millis(250),
-            next_attempt: Instant::now(),
+            reopen: Reopen::new(),
             seq: 0,
             text: uri.text.clone(),
             reported: None,
@@ -301,14 +299,13 @@ impl V4l2Source {
             height: set.height,
             bytes_per_line: set.bytesperline as usize,
         });
-        self.backoff = Duration::from_millis(250);
+        self.reopen.reset();
         Ok(())
     }
 
     fn fail(&mut self, message: String) -> SourceError {
         self.stream = None;
-        self.next_attempt = Instant::now() + self.backoff;
-        self.backoff = (self.backoff * 2).min(Duration::from_secs(5));
+        self.reopen.failed();
         SourceError::Unavailable(message)
     }
 
@@ -416,14 +413,10 @@ impl FrameSource for V4l2Source {
 
     fn next_frame(&mut self, frame: &mut Frame) -> Result<bool, SourceError> {
         if self.stream.is_none() {
-            let wait = self.next_attempt.saturating_duration_since(Instant::now());
-            if !wait.is_zero() {
-                std::thread::sleep(wait.min(Duration::from_millis(500)));
-                if Instant::now() < self.next_attempt {
-                    return Err(SourceError::Unavailable(
-                        self.reported.clone().unwrap_or_else(|| format!("{}: reconnecting", self.text)),
-                    ));
-                }
+            if !self.reopen.wait_turn() {
+                return Err(SourceError::Unavailable(
+                    self.reported.clone().unwrap_or_else(|| format!("{}: reconnecting", self.text)),
+                ));
             }
             match self.start() {
                 Ok(()) => {
