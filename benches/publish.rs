@@ -183,6 +183,7 @@ fn bench_mavlink(c: &mut Criterion) {
         out.open().expect("open the ROS 2 node");
         out.ready(&Started {
             source: String::new(),
+            cameras: vec![("cam0".into(), String::new())],
             engine: String::new(),
             runtime: Default::default(),
             input: [256, 256],

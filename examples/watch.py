@@ -22,10 +22,15 @@ try:
 except OSError as e:
     sys.exit(f"{path}: cannot connect: {e} (is jetdetect running?)")
 
+cameras = []
+cam = ""  # with several cameras, each frame's line starts with its camera's name
 for line in sock.makefile("r", encoding="utf-8"):
     msg = json.loads(line)
     kind = msg.get("type")
+    if kind in ("detections", "hazards") and len(cameras) > 1:
+        cam = msg["camera"] + ": "
     if kind == "hello":
+        cameras = [c["name"] for c in msg.get("cameras", [])]
         print(f"connected: {msg['source']} | {msg['engine']} | classes {', '.join(msg['classes'])}")
     elif kind == "detections":
         arrival_ms = (time.monotonic_ns() - msg["capture_mono_ns"]) / 1e6
@@ -33,9 +38,9 @@ for line in sock.makefile("r", encoding="utf-8"):
             f"{d['class']} {d['score']:.2f} ({d['x1']:.0f},{d['y1']:.0f})-({d['x2']:.0f},{d['y2']:.0f})"
             for d in msg["detections"]
         )
-        print(f"#{msg['seq']:<6} {arrival_ms:6.1f} ms since capture  {objects}")
+        print(f"{cam}#{msg['seq']:<6} {arrival_ms:6.1f} ms since capture  {objects}")
     elif kind == "hazards" and msg["blind"]:
-        print(f"BLIND ({msg['reason']}): {msg['detail']}; newest frame {msg['frame_age_ms']:.0f} ms old")
+        print(f"{cam}BLIND ({msg['reason']}): {msg['detail']}; newest frame {msg['frame_age_ms']:.0f} ms old")
     elif kind == "hazards":
         zones = " ".join(
             f"[{z['level']}]" if z["track_id"] is None or z["level"] == "clear"
@@ -46,7 +51,7 @@ for line in sock.makefile("r", encoding="utf-8"):
             f"{o['class']}#{o['track_id']} {o['azimuth_deg']:+.0f}deg ttc {o['ttc_s']:.1f}s"
             for o in msg["obstacles"] if o["trend"] == "approaching" and o["ttc_s"] is not None
         )
-        print(f"#{msg['seq']:<6} zones {zones}" + (f"  approaching: {closing}" if closing else ""))
+        print(f"{cam}#{msg['seq']:<6} zones {zones}" + (f"  approaching: {closing}" if closing else ""))
     elif kind == "stats":
         e2e = msg["latency_ms"]["end_to_end"]
         print(f"stats: {msg['fps']['processed']:.1f} fps, p50 {e2e['p50']:.1f} p99 {e2e['p99']:.1f} ms, "

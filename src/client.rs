@@ -26,6 +26,8 @@ pub fn watch(path: &Path, format: Format, count: Option<u64>, out: &mut impl Wri
     let stream =
         UnixStream::connect(path).map_err(|source| Error::Connect { path: path.to_path_buf(), source })?;
     let mut seen = 0u64;
+    // Several cameras (the `hello` lists them): each frame's line starts with its camera.
+    let mut cameras = false;
     for line in BufReader::new(stream).lines() {
         let line = line.map_err(|e| Error::io(path.display().to_string(), e))?;
         let msg: Value = match serde_json::from_str(&line) {
@@ -37,7 +39,12 @@ pub fn watch(path: &Path, format: Format, count: Option<u64>, out: &mut impl Wri
         };
         let text = match format {
             Format::Json => Some(line.clone()),
-            Format::Human => format_human(&msg),
+            Format::Human => {
+                if msg["type"] == "hello" {
+                    cameras = msg["cameras"].as_array().is_some_and(|c| c.len() > 1);
+                }
+                format_human(&msg, cameras)
+            }
         };
         if let Some(t) = text {
             if writeln!(out, "{t}").is_err() {
@@ -62,8 +69,17 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-/// One line for a human, or `None` for messages of unknown type.
-pub fn format_human(msg: &Value) -> Option<String> {
+/// One line for a human, or `None` for messages of unknown type; with `cameras` (several
+/// cameras share the stream) a frame's line starts with its camera's name.
+pub fn format_human(msg: &Value, cameras: bool) -> Option<String> {
+    let line = format_message(msg)?;
+    match (cameras, msg["camera"].as_str()) {
+        (true, Some(camera)) => Some(format!("{camera}: {line}")),
+        _ => Some(line),
+    }
+}
+
+fn format_message(msg: &Value) -> Option<String> {
     match msg["type"].as_str()? {
         "hello" => {
             let classes: Vec<&str> = msg["classes"].as_array()?.iter().filter_map(|c| c.as_str()).collect();
@@ -191,14 +207,21 @@ mod tests {
                 "detections":[{"class":"cone","score":0.913,"x1":1,"y1":2,"x2":30,"y2":40}]}"#,
         )
         .unwrap();
-        let line = format_human(&d).unwrap();
+        let line = format_human(&d, false).unwrap();
         assert!(
             line.contains("#5") && line.contains("30.2 ms") && line.contains("cone 0.91 (1,2)-(30,40)"),
             "{line}"
         );
         let b: Value = serde_json::from_str(r#"{"type":"bye","reason":"signal"}"#).unwrap();
-        assert_eq!(format_human(&b).unwrap(), "jetdetect stopped (signal)");
-        assert!(format_human(&serde_json::json!({"type": "future"})).is_none());
+        assert_eq!(format_human(&b, true).unwrap(), "jetdetect stopped (signal)");
+        assert!(format_human(&serde_json::json!({"type": "future"}), false).is_none());
+        let mut d = d;
+        d["camera"] = "rear".into();
+        assert!(
+            format_human(&d, true).unwrap().starts_with("rear: #5 "),
+            "several cameras: the camera first"
+        );
+        assert!(format_human(&d, false).unwrap().starts_with("#5 "), "one camera: no name");
     }
 
     #[test]
@@ -209,7 +232,7 @@ mod tests {
             "obstacles": [{"class": "ball", "track_id": 3, "azimuth_deg": -2.4, "trend": "approaching",
                            "ttc_s": 1.44, "range_estimate_m": 2.04},
                           {"class": "box", "track_id": 5, "azimuth_deg": 20.0, "trend": "receding", "ttc_s": null}]});
-        let line = format_human(&h).unwrap();
+        let line = format_human(&h, false).unwrap();
         assert_eq!(
             line,
             "#9      zones [clear] [DANGER #3 1.4s] [CAUTION #4 3.0s]  age 41.2 ms  approaching: ball#3 -2deg ttc 1.4s ~2.0m"
@@ -217,7 +240,7 @@ mod tests {
         let b = serde_json::json!({"type": "hazards", "blind": true, "reason": "camera",
             "detail": "/dev/video0: cannot open", "frame_age_ms": 1532.0, "throttling": true});
         assert_eq!(
-            format_human(&b).unwrap(),
+            format_human(&b, false).unwrap(),
             "BLIND (camera): /dev/video0: cannot open; newest frame 1532 ms old; the board is throttling"
         );
     }

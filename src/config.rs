@@ -30,8 +30,8 @@ pub const DEFAULT_MODEL: &str = "/usr/share/jetdetect/models/obstacles-v8.onnx";
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// `[source]`: where frames come from.
-    pub source: SourceConfig,
+    /// `[source]` (one camera) or `[[source]]` (several, each with a `name`): where frames come from.
+    pub source: Sources,
     /// `[model]`: the detector model.
     pub model: ModelConfig,
     /// `[engine]`: what runs the model.
@@ -54,20 +54,110 @@ pub struct Config {
     pub latency: LatencyConfig,
 }
 
-/// `[source]`
+/// One `[source]` or `[[source]]` entry: a camera.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SourceConfig {
-    /// Source URI: `synthetic://...`, `file://...`, `v4l2:///dev/videoN`.
+    /// The camera's name in every message, metric and log line (letters, digits, `_`, `-`;
+    /// at most 32). Empty: `cam0`, `cam1`, ... by position.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Source URI: `synthetic://...`, `file://...`, `v4l2:///dev/videoN`, `csi://N`, `rtsp://...`, `gst://...`.
     pub uri: String,
     /// V4L2 camera controls by name (`jetdetect probe-camera` lists them), e.g. `exposure_absolute = 200`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub controls: BTreeMap<String, i64>,
+    /// This camera's freshness bound, ms; absent: `[latency] stale_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_ms: Option<f64>,
+    /// `[source.camera]`: this camera's field of view and mounting; absent: `[camera]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub camera: Option<CameraConfig>,
 }
 
 impl Default for SourceConfig {
     fn default() -> Self {
-        SourceConfig { uri: DEFAULT_SOURCE.to_string(), controls: BTreeMap::new() }
+        SourceConfig {
+            name: String::new(),
+            uri: DEFAULT_SOURCE.to_string(),
+            controls: BTreeMap::new(),
+            stale_ms: None,
+            camera: None,
+        }
+    }
+}
+
+/// The longest camera name.
+pub const MAX_CAMERA_NAME: usize = 32;
+
+/// The cameras: one `[source]` table, or `[[source]]` entries (an array of tables).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sources(pub Vec<SourceConfig>);
+
+impl Default for Sources {
+    fn default() -> Self {
+        Sources(vec![SourceConfig { name: "cam0".into(), ..SourceConfig::default() }])
+    }
+}
+
+impl Sources {
+    /// The first camera (the only one of a `[source]` table).
+    pub fn first(&self) -> &SourceConfig {
+        &self.0[0]
+    }
+
+    /// The first camera, to change (`--source`).
+    pub fn first_mut(&mut self) -> &mut SourceConfig {
+        &mut self.0[0]
+    }
+
+    /// Replaces the cameras with one at `uri`, named as the first was (`--source`).
+    pub fn replace_with(&mut self, uri: String) {
+        let name = self.0.first().map(|s| s.name.clone()).unwrap_or_default();
+        self.0 = vec![SourceConfig { name, uri, ..SourceConfig::default() }];
+    }
+
+    /// Gives unnamed entries their name by position (`cam0`, `cam1`, ...).
+    fn name_by_position(&mut self) {
+        for (i, s) in self.0.iter_mut().enumerate() {
+            if s.name.is_empty() {
+                s.name = format!("cam{i}");
+            }
+        }
+    }
+}
+
+impl Serialize for Sources {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => one.serialize(s),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Sources {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Sources;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a [source] table or [[source]] entries")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Sources, A::Error> {
+                let one = SourceConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Sources(vec![one]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Sources, A::Error> {
+                let many =
+                    Vec::<SourceConfig>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                if many.is_empty() {
+                    return Err(serde::de::Error::custom("source: give at least one camera"));
+                }
+                Ok(Sources(many))
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -251,6 +341,35 @@ fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// The 1-based line of `key` in the `index`-th `[[section]]` entry (or the `[section]` table),
+/// or in its sub-table `[section.sub]`.
+fn locate_entry(text: &str, section: &str, index: usize, sub: Option<&str>, key: &str) -> Option<usize> {
+    let mut entries = 0usize;
+    let mut in_section = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let name = t.trim_start_matches('[').trim_end_matches(']').trim();
+            if name == section {
+                entries += 1;
+                in_section = entries == index + 1 && sub.is_none();
+            } else {
+                let inner = name.strip_prefix(section).and_then(|r| r.strip_prefix('.'));
+                in_section = entries == index + 1 && inner.is_some() && inner == sub;
+            }
+            continue;
+        }
+        if in_section {
+            if let Some(rest) = t.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The first symbolic link on the way to `path` that sits inside `dir`. Each link is
 /// placed by the real location of the folder holding it, so relative paths, `..` and
 /// other links on the way (a link elsewhere leading into `dir`) cannot hide one.
@@ -370,6 +489,7 @@ impl Config {
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
+        config.source.name_by_position();
         Ok(config)
     }
 
@@ -393,9 +513,11 @@ impl Config {
             *table = join(base, table);
         }
         // A relative file:// location is relative to the config file too.
-        if let Some(rest) = self.source.uri.strip_prefix("file://") {
-            if !rest.starts_with('/') {
-                self.source.uri = format!("file://{}", base.join(rest).display());
+        for source in &mut self.source.0 {
+            if let Some(rest) = source.uri.strip_prefix("file://") {
+                if !rest.starts_with('/') {
+                    source.uri = format!("file://{}", base.join(rest).display());
+                }
             }
         }
     }
@@ -548,6 +670,14 @@ impl Config {
         self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
         if let Some(m) = &self.output.mavlink {
             m.validate().map_err(|(key, msg)| err("output.mavlink", key, msg))?;
+            if !m.camera.is_empty() && !self.source.0.iter().any(|s| s.name == m.camera) {
+                let names: Vec<&str> = self.source.0.iter().map(|s| s.name.as_str()).collect();
+                return Err(err(
+                    "output.mavlink",
+                    "camera",
+                    format!("'{}' is not a camera of this config: use one of {}", m.camera, names.join(", ")),
+                ));
+            }
             if !self.hazards.enabled {
                 return Err(err(
                     "output.mavlink",
@@ -560,6 +690,17 @@ impl Config {
         }
         if let Some(r) = &self.output.ros2 {
             r.validate().map_err(|(key, msg)| err("output.ros2", key, msg))?;
+            if self.source.0.len() > 1 && !r.frame_id.contains("{camera}") {
+                return Err(err(
+                    "output.ros2",
+                    "frame_id",
+                    format!(
+                        "'{}' would stamp every camera's detections with one frame: put {{camera}} in it \
+                         (e.g. \"{{camera}}_optical\"), which becomes each frame's camera name",
+                        r.frame_id
+                    ),
+                ));
+            }
             if !crate::output::ros2::AVAILABLE {
                 return Err(err(
                     "output.ros2",
@@ -570,34 +711,92 @@ impl Config {
                 ));
             }
         }
-        // GStreamer sources: the pipeline is built (every key and value checked, a credentials
-        // file read) without starting it; a `gst://` pipeline is not a URI query.
-        let text = &self.source.uri;
-        let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-        if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
-            crate::source::gst::pipeline::build(text, crate::source::gst::Platform::Pc)
-                .map_err(|e| err("source", "uri", e.to_string()))?;
-            if !self.source.controls.is_empty() {
+        self.validate_sources(text, path)
+    }
+
+    /// Checks every camera: its name (unique, usable as a label), its URI (a GStreamer pipeline
+    /// is built without starting it) and its overrides. Errors name the entry.
+    fn validate_sources(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let many = self.source.0.len() > 1;
+        for (i, s) in self.source.0.iter().enumerate() {
+            let err = |sub: Option<&str>, key: &str, message: String| {
+                let section = match sub {
+                    Some(sub) => format!("source.{sub}"),
+                    None => "source".to_string(),
+                };
+                let which = match many {
+                    true => format!("[[source]] #{} ('{}')", i + 1, s.name),
+                    false => format!("[{section}]"),
+                };
+                let key = match (many, sub) {
+                    (true, Some(sub)) => format!("{sub}.{key}"),
+                    _ => key.to_string(),
+                };
+                ConfigError {
+                    file: path.to_path_buf(),
+                    line: locate_entry(text, "source", i, sub, key.rsplit('.').next().unwrap_or(&key)),
+                    message: format!("{which} {key}: {message}"),
+                }
+            };
+            let name_ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+            if s.name.is_empty() || s.name.len() > MAX_CAMERA_NAME || !s.name.chars().all(name_ok) {
                 return Err(err(
-                    "source",
-                    "uri",
-                    "[source.controls] apply to v4l2:// cameras only (set a CSI camera's exposure and gain \
-                     with csi:// keys)"
-                        .into(),
+                    None,
+                    "name",
+                    format!(
+                        "'{}' is not a camera name: use 1 to {MAX_CAMERA_NAME} letters, digits, '_' or '-' \
+                         (it labels messages, metrics and topics)",
+                        s.name
+                    ),
                 ));
             }
-            return Ok(());
-        }
-        let uri = SourceUri::parse(text).map_err(|m| err("source", "uri", m.to_string()))?;
-        if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
-            return Err(err(
-                "source",
-                "uri",
-                format!(
-                    "unknown scheme '{}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://",
-                    uri.scheme
-                ),
-            ));
+            if let Some(j) = self.source.0[..i].iter().position(|o| o.name == s.name) {
+                return Err(err(
+                    None,
+                    "name",
+                    format!(
+                        "'{}' is already the name of [[source]] #{}: give every camera its own name",
+                        s.name,
+                        j + 1
+                    ),
+                ));
+            }
+            if let Some(ms) = s.stale_ms {
+                let bound = LatencyConfig { stale_ms: ms, ..LatencyConfig::default() };
+                bound.validate().map_err(|(key, m)| err(None, key, m))?;
+            }
+            if let Some(c) = &s.camera {
+                c.validate().map_err(|(key, m)| err(Some("camera"), key, m))?;
+            }
+            // GStreamer sources: the pipeline is built (every key and value checked, a credentials
+            // file read) without starting it; a `gst://` pipeline is not a URI query.
+            let text = &s.uri;
+            let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+            if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
+                crate::source::gst::pipeline::build(text, crate::source::gst::Platform::Pc)
+                    .map_err(|e| err(None, "uri", e.to_string()))?;
+                if !s.controls.is_empty() {
+                    return Err(err(
+                        None,
+                        "uri",
+                        "[source.controls] apply to v4l2:// cameras only (set a CSI camera's exposure and \
+                         gain with csi:// keys)"
+                            .into(),
+                    ));
+                }
+                continue;
+            }
+            let uri = SourceUri::parse(text).map_err(|m| err(None, "uri", m.to_string()))?;
+            if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
+                return Err(err(
+                    None,
+                    "uri",
+                    format!(
+                        "unknown scheme '{}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://",
+                        uri.scheme
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -691,6 +890,63 @@ mod tests {
     }
 
     #[test]
+    fn one_source_table_or_several_named_entries() {
+        let one = parse("[source]\nuri = \"synthetic://?seed=3\"\n").unwrap();
+        assert_eq!(one.source.0.len(), 1);
+        assert_eq!(
+            (one.source.first().name.as_str(), one.source.first().uri.as_str()),
+            ("cam0", "synthetic://?seed=3")
+        );
+        assert_eq!(Config::default().source.first().name, "cam0");
+        let text = "[[source]]\nname = \"front\"\nuri = \"synthetic://\"\n[source.camera]\nyaw_deg = 0.0\n\
+                    [[source]]\nuri = \"file://clips/a.yuv?width=2&height=2&format=grey\"\nstale_ms = 250\n\
+                    [source.camera]\nyaw_deg = 180.0\n";
+        let many = parse(text).unwrap();
+        let names: Vec<&str> = many.source.0.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["front", "cam1"], "unnamed entries are named by position");
+        assert_eq!(many.source.0[1].uri, "file:///etc/jetdetect/clips/a.yuv?width=2&height=2&format=grey");
+        assert_eq!(many.source.0[1].stale_ms, Some(250.0));
+        assert_eq!(many.source.0[1].camera.as_ref().map(|c| c.yaw_deg), Some(180.0));
+        // The resolved config prints back as the same entries.
+        let again: Config = toml::from_str(&many.to_toml()).unwrap();
+        assert_eq!(again.source, many.source);
+        let printed_one: Config = toml::from_str(&one.to_toml()).unwrap();
+        assert_eq!(printed_one.source, one.source);
+    }
+
+    #[test]
+    fn bad_cameras_are_named_by_entry_and_line() {
+        let e = parse("[[source]]\nname = \"a\"\nuri = \"synthetic://\"\n[[source]]\nname = \"a\"\nuri = \"synthetic://\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message.contains("[[source]] #2 ('a') name: 'a' is already the name of [[source]] #1"),
+            "{e}"
+        );
+        let e = parse("[[source]]\nname = \"front cam\"\n").unwrap_err();
+        assert!(e.message.contains("'front cam' is not a camera name"), "{e}");
+        let e =
+            parse("[[source]]\nname = \"a\"\n[[source]]\nname = \"b\"\nuri = \"http://cam\"\n").unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.starts_with("[[source]] #2 ('b') uri: unknown scheme"), "{e}");
+        let e =
+            parse("[[source]]\nname = \"a\"\n[[source]]\nname = \"b\"\n[source.camera]\nhfov_deg = 500.0\n")
+                .unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.starts_with("[[source]] #2 ('b') camera.hfov_deg:"), "{e}");
+        let e = parse("[source]\nstale_ms = 1\n").unwrap_err();
+        assert_eq!((e.line, e.message.starts_with("[source] stale_ms:")), (Some(2), true), "{e}");
+        let e = parse("[[source]]\nnme = \"a\"\n").unwrap_err();
+        assert!(e.message.contains("unknown field `nme`"), "{e}");
+        let e = parse("source = []\n").unwrap_err();
+        assert!(e.message.contains("at least one camera"), "{e}");
+        let e =
+            parse("[[source]]\nname = \"a\"\n[hazards]\nenabled = true\n[output.mavlink]\ncamera = \"b\"\n")
+                .unwrap_err();
+        assert!(e.message.contains("'b' is not a camera of this config: use one of a"), "{e}");
+    }
+
+    #[test]
     fn accelerated_preprocessing_needs_onnxruntime_and_dla_needs_tensorrt() {
         let e = parse("[preprocess]\ndevice = \"gpu\"\n").unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
@@ -725,7 +981,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.model.path, PathBuf::from("/opt/jd/configs/../models/m.onnx"));
         assert_eq!(c.model.names, Some(PathBuf::from("/opt/jd/configs/n.names")));
-        assert_eq!(c.source.uri, "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey");
+        assert_eq!(c.source.first().uri, "file:///opt/jd/configs/clips/a.yuv?width=2&height=2&format=grey");
         assert_eq!(c.output.socket, PathBuf::from("/opt/jd/configs/d.sock"));
     }
 

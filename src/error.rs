@@ -20,6 +20,14 @@ pub enum Error {
     /// A frame source problem.
     #[error("source error: {0}")]
     Source(#[from] SourceError),
+    /// A problem with one of several cameras (`[[source]]`), named.
+    #[error("source error: camera '{camera}': {source}")]
+    Camera {
+        /// The camera's `name`.
+        camera: String,
+        /// What went wrong (boxed: it is the rare case, and `Error` stays small).
+        source: Box<SourceError>,
+    },
     /// `[hazards.classes]` names a class the model does not have.
     #[error("config error: {0}")]
     Hazards(#[from] crate::hazard::UnknownClass),

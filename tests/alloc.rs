@@ -250,7 +250,7 @@ const TO: usize = 260;
 /// (telemetry, stats messages) set to happen outside the window.
 fn daemon_config(tag: &str) -> Option<Config> {
     let mut config = onnxruntime_cpu()?;
-    config.source.uri =
+    config.source.first_mut().uri =
         "synthetic://?width=640&height=480&fps=0&format=yuyv&objects=6&seed=9&approach=2".into();
     config.hazards.enabled = true;
     for (class, h) in [("box", 0.5), ("ball", 0.3), ("cone", 0.7)] {

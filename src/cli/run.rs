@@ -46,7 +46,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
     let Args { config, source, socket, echo, clocks } = args;
     let cfg = Config::load_with(&config, |c| {
         if let Some(s) = source {
-            c.source.uri = s;
+            c.source.replace_with(s);
         }
         if let Some(s) = socket {
             c.output.socket = s;

@@ -18,6 +18,8 @@ pub struct Echo {
     names: Option<ClassNames>,
     line: Vec<u8>,
     closed: bool,
+    /// Several cameras: each line starts with its camera's name.
+    cameras: bool,
 }
 
 impl Echo {
@@ -27,7 +29,9 @@ impl Echo {
             return;
         }
         for msg in self.line.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let Some(text) = serde_json::from_slice(msg).ok().as_ref().and_then(client::format_human) else {
+            let Some(text) =
+                serde_json::from_slice(msg).ok().as_ref().and_then(|m| client::format_human(m, self.cameras))
+            else {
                 continue;
             };
             if let Err(e) = writeln!(std::io::stdout().lock(), "{text}") {
@@ -42,6 +46,7 @@ impl Echo {
 impl Output for Echo {
     fn ready(&mut self, s: &Started) {
         self.names = Some(s.names.clone());
+        self.cameras = s.cameras.len() > 1;
     }
 
     fn frame(&mut self, report: &FrameReport, dropped: u64, now: Instant) {
@@ -58,10 +63,12 @@ impl Output for Echo {
     }
 
     fn tick(&mut self, health: &Health) {
-        if let (Some(b), true) = (health.blind, health.blind_notice) {
-            self.line.clear();
-            protocol::write_blind(&mut self.line, b, Instant::now());
-            self.print();
+        if health.blind_notice {
+            for b in health.blind {
+                self.line.clear();
+                protocol::write_blind(&mut self.line, b, Instant::now());
+                self.print();
+            }
         }
     }
 }

@@ -177,8 +177,58 @@ pub fn render(iv: &Interval<'_>, misses: &DeadlineMisses) -> String {
             );
         }
     }
-    let _ = writeln!(s, "# HELP jetdetect_blind 1 while no fresh frame came within [latency] stale_ms.");
+    let _ =
+        writeln!(s, "# HELP jetdetect_blind 1 while a camera had no fresh frame within its freshness bound.");
     let _ = writeln!(s, "# TYPE jetdetect_blind gauge\njetdetect_blind {}", iv.blind.is_some() as u8);
+    if !iv.cameras.is_empty() {
+        // Per camera: its own counters, rate, freshness and blindness. Camera names are
+        // letters, digits, '_' and '-' (checked in the config): nothing to escape.
+        let _ = writeln!(s, "# HELP jetdetect_camera_frames_total Frames per camera since start.");
+        let _ = writeln!(s, "# TYPE jetdetect_camera_frames_total counter");
+        for c in iv.cameras {
+            let f = &c.frames;
+            for (kind, v) in [
+                ("captured", f.captured),
+                ("processed", f.processed),
+                ("dropped", f.dropped),
+                ("error", f.errors),
+            ] {
+                let _ = writeln!(
+                    s,
+                    "jetdetect_camera_frames_total{{camera=\"{}\",outcome=\"{kind}\"}} {v}",
+                    c.name
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP jetdetect_camera_fps Frames processed per second per camera over the last interval."
+        );
+        let _ = writeln!(s, "# TYPE jetdetect_camera_fps gauge");
+        for c in iv.cameras {
+            let _ = writeln!(s, "jetdetect_camera_fps{{camera=\"{}\"}} {}", c.name, c.fps.processed);
+        }
+        let _ = writeln!(
+            s,
+            "# HELP jetdetect_camera_frame_age_seconds Age of each camera's newest published frame."
+        );
+        let _ = writeln!(s, "# TYPE jetdetect_camera_frame_age_seconds gauge");
+        for c in iv.cameras {
+            if let Some(ms) = c.frame_age_ms {
+                let _ =
+                    writeln!(s, "jetdetect_camera_frame_age_seconds{{camera=\"{}\"}} {}", c.name, ms / 1e3);
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP jetdetect_camera_blind 1 while the camera had no fresh frame within its bound."
+        );
+        let _ = writeln!(s, "# TYPE jetdetect_camera_blind gauge");
+        for c in iv.cameras {
+            let _ =
+                writeln!(s, "jetdetect_camera_blind{{camera=\"{}\"}} {}", c.name, c.blind.is_some() as u8);
+        }
+    }
     s
 }
 
@@ -229,6 +279,7 @@ mod tests {
         misses.by_stage[Stage::Inference] = 3;
         let source = crate::pipeline::report::SourceState::default();
         let blind = crate::pipeline::report::Blind {
+            camera: "rear".into(),
             reason: crate::pipeline::report::BlindReason::Camera,
             detail: "gone".into(),
             for_ms: 1500.0,
@@ -242,6 +293,16 @@ mod tests {
             fps: 29.5,
             clients: 2,
             source: &source,
+            cameras: &[crate::pipeline::report::CameraStats {
+                name: "rear".into(),
+                uri: "v4l2:///dev/video1".into(),
+                source: source.clone(),
+                frames: FrameCounters { captured: 5, ..Default::default() },
+                fps: Default::default(),
+                frame_age_ms: Some(1500.0),
+                stale_ms: 1000.0,
+                blind: Some(blind.clone()),
+            }],
             latency: &stats,
             telemetry: &t,
             deadline_ms: 50.0,
@@ -269,6 +330,12 @@ mod tests {
             body.contains("jetdetect_deadline_seconds 0.05") && body.contains("jetdetect_blind 1"),
             "{body}"
         );
+        assert!(
+            body.contains("jetdetect_camera_frames_total{camera=\"rear\",outcome=\"captured\"} 5"),
+            "{body}"
+        );
+        assert!(body.contains("jetdetect_camera_frame_age_seconds{camera=\"rear\"} 1.5"), "{body}");
+        assert!(body.contains("jetdetect_camera_blind{camera=\"rear\"} 1"), "{body}");
         assert!(get("/").starts_with("HTTP/1.0 404"));
     }
 }

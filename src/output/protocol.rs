@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::clock::{mono_ns, ms_between};
 use crate::frame::GroundTruth;
 use crate::pipeline::publish::Interval;
-pub use crate::pipeline::report::{FrameCounters, FrameReport, SourceState};
+pub use crate::pipeline::report::{Fps, FrameCounters, FrameReport, SourceState};
 use crate::power::telemetry::Telemetry;
 use crate::stats::{LatencyStats, Percentiles, Stage};
 use crate::yolo::{ClassNames, Detection};
@@ -77,6 +77,7 @@ struct Latency {
 struct DetectionsMessage<'a> {
     r#type: &'static str,
     schema: u32,
+    camera: &'a str,
     seq: u64,
     width: u32,
     height: u32,
@@ -104,6 +105,7 @@ pub fn write_detections(
     let msg = DetectionsMessage {
         r#type: "detections",
         schema: SCHEMA,
+        camera: &r.camera.name,
         seq: r.seq,
         width: r.width,
         height: r.height,
@@ -217,6 +219,7 @@ impl Serialize for Zones<'_> {
 struct HazardsMessage<'a> {
     r#type: &'static str,
     schema: u32,
+    camera: &'a str,
     seq: u64,
     capture_mono_ns: u64,
     publish_mono_ns: u64,
@@ -235,6 +238,7 @@ pub fn write_hazards(out: &mut Vec<u8>, r: &FrameReport, names: &ClassNames, pub
     let msg = HazardsMessage {
         r#type: "hazards",
         schema: SCHEMA,
+        camera: &r.camera.name,
         seq: r.seq,
         capture_mono_ns: mono_ns(r.captured),
         publish_mono_ns: mono_ns(published),
@@ -253,6 +257,7 @@ pub fn write_hazards(out: &mut Vec<u8>, r: &FrameReport, names: &ClassNames, pub
 struct BlindMessage<'a> {
     r#type: &'static str,
     schema: u32,
+    camera: &'a str,
     publish_mono_ns: u64,
     blind: bool,
     reason: crate::pipeline::report::BlindReason,
@@ -269,6 +274,7 @@ pub fn write_blind(out: &mut Vec<u8>, b: &crate::pipeline::report::Blind, now: I
     let msg = BlindMessage {
         r#type: "hazards",
         schema: SCHEMA,
+        camera: &b.camera,
         publish_mono_ns: mono_ns(now),
         blind: true,
         reason: b.reason,
@@ -289,6 +295,11 @@ pub fn write_hello(out: &mut Vec<u8>, s: &crate::pipeline::publish::Started) {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
         source: s.source.clone(),
+        cameras: s
+            .cameras
+            .iter()
+            .map(|(name, source)| HelloCamera { name: name.clone(), source: source.clone() })
+            .collect(),
         engine: s.engine.clone(),
         runtime: s.runtime.clone(),
         input: s.input,
@@ -307,8 +318,10 @@ pub struct Hello {
     pub schema: u32,
     /// jetdetect's version.
     pub version: &'static str,
-    /// The source, as opened.
+    /// The source, as opened (several cameras: each after its name, `; `-separated).
     pub source: String,
+    /// Every camera, in config order; `camera` in frame messages is one of these names.
+    pub cameras: Vec<HelloCamera>,
     /// The engine and model.
     pub engine: String,
     /// Runtime library versions (`onnxruntime`, `tensorrt`, `cuda`), when the engine loads any.
@@ -318,6 +331,15 @@ pub struct Hello {
     pub input: [u32; 2],
     /// Class names by id.
     pub classes: Vec<String>,
+}
+
+/// A camera in the `hello` message.
+#[derive(Clone, Debug, Serialize)]
+pub struct HelloCamera {
+    /// Its name (`[[source]] name`).
+    pub name: String,
+    /// Its source, as opened.
+    pub source: String,
 }
 
 #[derive(Serialize)]
@@ -330,6 +352,7 @@ struct StatsMessage<'a> {
     fps: Fps,
     clients: usize,
     source: &'a SourceState,
+    cameras: &'a [crate::pipeline::report::CameraStats],
     telemetry: &'a Telemetry,
     latency_ms: LatencyTable<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -342,12 +365,6 @@ struct Deadline {
     ms: f64,
     missed: u64,
     by_stage: std::collections::BTreeMap<&'static str, u64>,
-}
-
-#[derive(Serialize)]
-struct Fps {
-    capture: f64,
-    processed: f64,
 }
 
 struct LatencyTable<'a>(&'a LatencyStats);
@@ -401,6 +418,7 @@ pub fn write_stats(out: &mut Vec<u8>, s: &Interval<'_>) {
         fps: Fps { capture: rate(s.delta.captured), processed: rate(s.delta.processed) },
         clients: s.clients,
         source: s.source,
+        cameras: s.cameras,
         telemetry: s.telemetry,
         latency_ms: LatencyTable(s.latency),
         deadline: (s.deadline_ms > 0.0).then(|| Deadline {

@@ -421,10 +421,12 @@ impl Output for SocketOutput {
         if !self.hello.is_empty() {
             server.accept(&self.hello);
         }
-        if let (Some(b), true) = (health.blind, self.hazards && health.blind_notice) {
-            self.line.clear();
-            protocol::write_blind(&mut self.line, b, Instant::now());
-            server.broadcast(&self.line);
+        if self.hazards && health.blind_notice {
+            for b in health.blind {
+                self.line.clear();
+                protocol::write_blind(&mut self.line, b, Instant::now());
+                server.broadcast(&self.line);
+            }
         }
         server.flush();
     }

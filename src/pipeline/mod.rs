@@ -1,19 +1,22 @@
 //! The daemon's pipeline: capture, inference and publishing on their own threads.
 //!
 //! ```text
-//! capture thread ──put──► LatestSlot (1 frame, newest wins) ──take──► inference thread
-//!       ▲                                                              │ FrameReport
-//!       └──────────── frame buffers recycled ◄─────────────────────────┤ (bounded channel)
-//!                                                                      ▼
+//! capture thread, per camera ──put──► LatestSlots (1 frame per camera, newest wins)
+//!       ▲                                   │ take_next: the cameras in turn
+//!       │                                   ▼
+//!       └── frame buffers recycled ◄── inference thread (one Detector; one Hazards per camera)
+//!                                           │ FrameReport (bounded channel)
+//!                                           ▼
 //!                              publisher (calling thread): socket, stats, metrics, systemd
 //! ```
 //!
-//! Frames are never queued: when inference is slower than the source, older
-//! frames are dropped and counted. Frames and reports circulate through
-//! recycling, so the steady state allocates nothing per frame. The run ends
-//! on the stop flag (SIGTERM/SIGINT) or at the end of the source's stream;
-//! either way the current frame is finished, clients get a `bye`, the socket
-//! file is removed and the statistics are printed.
+//! Frames are never queued: when inference is slower than the sources, each camera's older
+//! frames are dropped and counted. One inference thread serves the cameras in turn, so none
+//! starves however fast another is. Frames and reports circulate through recycling, so the
+//! steady state allocates nothing per frame. A camera whose stream ends or fails for good
+//! stops alone; the others go on. The run ends on the stop flag (SIGTERM/SIGINT) or when
+//! every source has ended; either way the current frame is finished, clients get a `bye`,
+//! the socket file is removed and the statistics are printed.
 
 pub mod publish;
 pub mod report;
@@ -35,8 +38,8 @@ use crate::power::{ClockControl, PowerSession};
 use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, Stage};
 use publish::{Health, Output, Publisher, Started};
-use report::{Blind, BlindReason, FrameCounters, FrameReport, SourceState};
-use slot::{LatestSlot, Taken};
+use report::{Blind, BlindReason, CameraId, CameraStats, FrameCounters, FrameReport, SourceState};
+use slot::{LatestSlots, Taken};
 
 /// How a run is started, beyond the config file.
 #[derive(Default)]
@@ -68,19 +71,49 @@ pub struct RunSummary {
     pub preprocessing: String,
 }
 
-/// Counters shared by the threads.
+/// One camera's counters, shared by its capture thread, inference and the publisher.
 #[derive(Default)]
-struct Shared {
+struct CameraShared {
     captured: AtomicU64,
     processed: AtomicU64,
     errors: AtomicU64,
-    /// `CLOCK_MONOTONIC` ns of inference's last sign of life.
-    heartbeat: AtomicU64,
     source_ended: AtomicBool,
     /// Set while the source is unavailable (camera gone, silent, busy): why.
     source_fault: Mutex<Option<String>>,
     /// Times the source became unavailable.
     source_faults: AtomicU64,
+}
+
+impl CameraShared {
+    fn source_state(&self) -> SourceState {
+        let fault = self.source_fault.lock().map(|f| f.clone()).unwrap_or(None);
+        SourceState {
+            state: if fault.is_some() { "unavailable" } else { "streaming" },
+            error: fault,
+            faults: self.source_faults.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Counters shared by the threads.
+struct Shared {
+    /// `CLOCK_MONOTONIC` ns of inference's last sign of life.
+    heartbeat: AtomicU64,
+    /// Per camera, in config order (the slots' lanes).
+    cameras: Vec<CameraShared>,
+}
+
+impl Shared {
+    fn new(cameras: usize) -> Shared {
+        Shared {
+            heartbeat: AtomicU64::new(mono_ns(Instant::now())),
+            cameras: (0..cameras).map(|_| CameraShared::default()).collect(),
+        }
+    }
+
+    fn sum(&self, f: impl Fn(&CameraShared) -> &AtomicU64) -> u64 {
+        self.cameras.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+    }
 }
 
 /// How many frames a source error is logged once per (they repeat while a camera is away).
@@ -126,8 +159,8 @@ impl ModelFile {
 /// (the slot closes, the stop flag is set), so the daemon exits instead of hanging
 /// with one stage gone. The panic hook has already put the clocks back.
 struct PanicGuard {
-    stage: &'static str,
-    slot: Arc<LatestSlot<Frame>>,
+    stage: String,
+    slot: Arc<LatestSlots<Frame>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -136,7 +169,7 @@ impl Drop for PanicGuard {
         if std::thread::panicking() {
             log::error!("the {} thread panicked: stopping the pipeline", self.stage);
             self.stop.store(true, Ordering::Relaxed);
-            self.slot.close();
+            self.slot.close_all();
         }
     }
 }
@@ -154,12 +187,14 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 const REPORTS_QUEUED: usize = 4;
 
 fn capture_loop(
+    lane: usize,
     mut src: Box<dyn FrameSource>,
-    slot: Arc<LatestSlot<Frame>>,
-    shared: Arc<Shared>,
+    slot: Arc<LatestSlots<Frame>>,
+    all: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) {
-    let mut frame = slot.spare().unwrap_or_else(Frame::empty);
+    let shared = &all.cameras[lane];
+    let mut frame = slot.spare(lane).unwrap_or_else(Frame::empty);
     let mut last_log: Option<Instant> = None;
     let set_fault = |fault: Option<String>| {
         let mut f = shared.source_fault.lock().unwrap_or_else(|e| e.into_inner());
@@ -178,7 +213,7 @@ fn capture_loop(
                 }
                 let n = shared.captured.fetch_add(1, Ordering::Relaxed) + 1;
                 crate::fault::stage("capture", n);
-                frame = slot.put(frame).unwrap_or_else(Frame::empty);
+                frame = slot.put(lane, frame).unwrap_or_else(Frame::empty);
             }
             Ok(false) => {
                 log::info!("{}: end of stream", src.describe());
@@ -195,18 +230,26 @@ fn capture_loop(
             }
             Err(e) => {
                 log::error!("{}: {e}", src.describe());
+                set_fault(Some(e.to_string()));
                 shared.source_ended.store(true, Ordering::Relaxed);
                 break;
             }
         }
     }
-    slot.close();
+    slot.close(lane);
+}
+
+/// What inference keeps per camera: its name for the reports and its hazard layer (tracks
+/// belong to one camera's view).
+struct CameraLane {
+    id: CameraId,
+    hazards: Option<Hazards>,
 }
 
 fn inference_loop(
     mut detector: Detector,
-    mut hazards: Option<Hazards>,
-    slot: Arc<LatestSlot<Frame>>,
+    mut cameras: Vec<CameraLane>,
+    slot: Arc<LatestSlots<Frame>>,
     reports: SyncSender<FrameReport>,
     recycled: Receiver<FrameReport>,
     shared: Arc<Shared>,
@@ -215,18 +258,26 @@ fn inference_loop(
     // A report the publisher had no room for, filled again with the next frame rather than
     // dropped (a dropped report is a new one to allocate).
     let mut spare: Option<FrameReport> = None;
+    // The lane served last: the next turn starts after it.
+    let mut last = cameras.len() - 1;
     loop {
         shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
-        let frame = match slot.take(Duration::from_millis(200)) {
-            Taken::Item(f) => f,
+        let (lane, frame) = match slot.take_next(last, Duration::from_millis(200)) {
+            Taken::Item(lane, f) => (lane, f),
             Taken::Timeout => continue,
             Taken::Closed => break,
         };
+        last = lane;
         let start = Instant::now();
-        crate::fault::stage("inference", shared.processed.load(Ordering::Relaxed) + 1);
+        let camera = &mut cameras[lane];
+        let counts = &shared.cameras[lane];
+        crate::fault::stage("inference", shared.sum(|c| &c.processed) + 1);
         match detector.detect(&frame) {
             Ok(dets) => {
                 let mut r = spare.take().or_else(|| recycled.try_recv().ok()).unwrap_or_default();
+                if r.camera != camera.id {
+                    r.camera.clone_from(&camera.id);
+                }
                 r.detections.clear();
                 r.detections.extend_from_slice(dets);
                 r.truth.clone_from(&frame.truth);
@@ -237,7 +288,7 @@ fn inference_loop(
                 r.captured_wall_ns = frame.captured_wall_ns;
                 r.infer_start = start;
                 r.times = detector.times();
-                if let Some(h) = &mut hazards {
+                if let Some(h) = &mut camera.hazards {
                     // Tracking is part of decoding boxes into what the robot acts on: its time
                     // counts in the decode stage.
                     let t = Instant::now();
@@ -247,7 +298,7 @@ fn inference_loop(
                     r.hazards.zones.clear();
                 }
                 r.infer_end = Instant::now();
-                shared.processed.fetch_add(1, Ordering::Relaxed);
+                counts.processed.fetch_add(1, Ordering::Relaxed);
                 match reports.try_send(r) {
                     Ok(()) => {}
                     Err(TrySendError::Full(r)) => {
@@ -258,20 +309,26 @@ fn inference_loop(
                 }
             }
             Err(e) => {
-                shared.errors.fetch_add(1, Ordering::Relaxed);
+                counts.errors.fetch_add(1, Ordering::Relaxed);
                 if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-                    log::error!("frame {} ({}): {e}", frame.seq, frame.label);
+                    log::error!("{}: frame {} ({}): {e}", camera.id.name, frame.seq, frame.label);
                     last_error_log = Some(Instant::now());
                 }
             }
         }
-        slot.recycle(frame);
+        slot.recycle(lane, frame);
     }
 }
 
-/// Why the daemon is blind, `age` after its newest frame (or its start): the camera's error,
-/// frames captured since the newest published one (inference behind), or nothing at all.
-fn diagnose(age: Duration, source: &SourceState, captured_since: u64, telemetry: &Telemetry) -> Blind {
+/// Why `camera` is blind, `age` after its newest frame (or the start): the camera's error,
+/// frames captured since its newest published one (inference behind), or nothing at all.
+fn diagnose(
+    camera: &str,
+    age: Duration,
+    source: &SourceState,
+    captured_since: u64,
+    telemetry: &Telemetry,
+) -> Blind {
     let ms = age.as_secs_f64() * 1e3;
     let (reason, detail) = match (&source.error, captured_since) {
         (Some(e), _) => (BlindReason::Camera, e.clone()),
@@ -281,15 +338,12 @@ fn diagnose(age: Duration, source: &SourceState, captured_since: u64, telemetry:
         ),
         (None, _) => (BlindReason::NoFrames, format!("the source delivered no frame for {ms:.0} ms")),
     };
-    Blind { reason, detail, for_ms: (ms * 10.0).round() / 10.0, throttling: telemetry.throttling }
-}
-
-fn source_state(shared: &Shared) -> SourceState {
-    let fault = shared.source_fault.lock().map(|f| f.clone()).unwrap_or(None);
-    SourceState {
-        state: if fault.is_some() { "unavailable" } else { "streaming" },
-        error: fault,
-        faults: shared.source_faults.load(Ordering::Relaxed),
+    Blind {
+        camera: camera.to_string(),
+        reason,
+        detail,
+        for_ms: (ms * 10.0).round() / 10.0,
+        throttling: telemetry.throttling,
     }
 }
 
@@ -322,8 +376,20 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
             })
             .map_err(|e| Error::io("cannot start the telemetry thread", e))?
     };
-    let src = source::open_with(&config.source.uri, &config.source.controls)?;
-    log::info!("source: {}", src.describe());
+    let sources = &config.source.0;
+    let many = sources.len() > 1;
+    let mut opened = Vec::with_capacity(sources.len());
+    for s in sources {
+        let src = source::open_with(&s.uri, &s.controls).map_err(|e| match many {
+            true => Error::Camera { camera: s.name.clone(), source: Box::new(e) },
+            false => Error::Source(e),
+        })?;
+        match many {
+            true => log::info!("source {}: {}", s.name, src.describe()),
+            false => log::info!("source: {}", src.describe()),
+        }
+        opened.push(src);
+    }
     let mut model_file = ModelFile::new(&config.model.path);
     let mut detector = Detector::from_config(config)?;
     let (iw, ih) = detector.engine().input_size();
@@ -340,9 +406,19 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         log::info!("runtime: {}", v.join(", "));
     }
     let warm = Instant::now();
-    match src.geometry() {
-        Some(g) => detector.warm_up_for(3, g)?,
-        None => detector.warm_up(3)?,
+    // Every frame geometry the cameras announce is warmed up (accelerator graphs are built per
+    // geometry); with none announced, the model's own input size.
+    let mut geometries = Vec::new();
+    for g in opened.iter().filter_map(|s| s.geometry()) {
+        if !geometries.contains(&g) {
+            geometries.push(g);
+        }
+    }
+    if geometries.is_empty() {
+        detector.warm_up(3)?;
+    }
+    for g in &geometries {
+        detector.warm_up_for(3, *g)?;
     }
     log::info!(
         "warm-up: 3 runs in {:.0} ms; preprocessing on {}",
@@ -350,24 +426,45 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         detector.preprocessing()
     );
     let (engine_described, preprocessing) = (detector.engine().describe(), detector.preprocessing());
+    let cameras: Vec<(String, String)> =
+        sources.iter().zip(&opened).map(|(s, src)| (s.name.clone(), src.describe())).collect();
     let started = Started {
-        source: src.describe(),
+        source: match many {
+            false => cameras[0].1.clone(),
+            true => cameras.iter().map(|(n, d)| format!("{n}: {d}")).collect::<Vec<_>>().join("; "),
+        },
+        cameras: cameras.clone(),
         engine: engine_described.clone(),
         runtime,
         input: [iw, ih],
         names: detector.names().clone(),
     };
-    let hazards = match config.hazards.enabled {
-        true => Some(Hazards::new(&config.hazards, &config.camera, detector.names())?),
-        false => None,
-    };
-    let mut publisher =
-        Publisher::new(options.outputs, Duration::from_secs(config.output.stats_interval_s), config.latency);
+    let mut lanes = Vec::with_capacity(sources.len());
+    for (i, s) in sources.iter().enumerate() {
+        let hazards = match config.hazards.enabled {
+            true => Some(Hazards::new(
+                &config.hazards,
+                s.camera.as_ref().unwrap_or(&config.camera),
+                detector.names(),
+            )?),
+            false => None,
+        };
+        lanes.push(CameraLane { id: CameraId::new(i, &s.name), hazards });
+    }
+    let stale: Vec<Duration> = sources
+        .iter()
+        .map(|s| s.stale_ms.map_or(config.latency.stale(), |ms| Duration::from_secs_f64(ms / 1e3)))
+        .collect();
+    let mut publisher = Publisher::new(
+        options.outputs,
+        Duration::from_secs(config.output.stats_interval_s),
+        config.latency,
+        stale.clone(),
+    );
     publisher.open()?;
 
-    let slot = Arc::new(LatestSlot::<Frame>::new());
-    let shared = Arc::new(Shared::default());
-    shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
+    let slot = Arc::new(LatestSlots::<Frame>::new(sources.len()));
+    let shared = Arc::new(Shared::new(sources.len()));
     // Every report that can exist at once is made here: the channel's, the one being published
     // and the one being filled. However the threads are scheduled, none is made per frame.
     let (report_tx, report_rx) = sync_channel::<FrameReport>(REPORTS_QUEUED);
@@ -375,46 +472,82 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     for _ in 0..REPORTS_QUEUED + 2 {
         let _ = recycle_tx.try_send(FrameReport::new());
     }
-    let capture = {
+    let mut threads = Vec::with_capacity(sources.len() + 1);
+    for (lane, src) in opened.into_iter().enumerate() {
         let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("capture".into())
+        // One camera: the thread keeps its old name; several: each is named after its camera.
+        let name = match many {
+            false => "capture".to_string(),
+            true => format!("capture {}", sources[lane].name),
+        };
+        let stage = name.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.clone())
             .spawn(move || {
-                let _guard = PanicGuard { stage: "capture", slot: slot.clone(), stop: stop.clone() };
-                capture_loop(src, slot, shared, stop)
+                let _guard = PanicGuard { stage, slot: slot.clone(), stop: stop.clone() };
+                capture_loop(lane, src, slot, shared, stop)
             })
-            .map_err(|e| Error::io("cannot start the capture thread", e))?
-    };
+            .map_err(|e| Error::io(format!("cannot start the {name} thread"), e))?;
+        threads.push((name, thread));
+    }
     let inference = {
         let (slot, shared, stop) = (slot.clone(), shared.clone(), stop.clone());
         std::thread::Builder::new()
             .name("inference".into())
             .spawn(move || {
-                let _guard = PanicGuard { stage: "inference", slot: slot.clone(), stop };
-                inference_loop(detector, hazards, slot, report_tx, recycle_rx, shared)
+                let _guard = PanicGuard { stage: "inference".into(), slot: slot.clone(), stop };
+                inference_loop(detector, lanes, slot, report_tx, recycle_rx, shared)
             })
             .map_err(|e| Error::io("cannot start the inference thread", e))?
     };
+    threads.push(("inference".to_string(), inference));
 
     publisher.ready(&started);
     let mut published = 0u64;
     let counters = |published: u64| FrameCounters {
-        captured: shared.captured.load(Ordering::Relaxed),
-        processed: shared.processed.load(Ordering::Relaxed),
-        dropped: slot.dropped(),
+        captured: shared.sum(|c| &c.captured),
+        processed: shared.sum(|c| &c.processed),
+        dropped: slot.dropped_total(),
         published,
-        errors: shared.errors.load(Ordering::Relaxed),
+        errors: shared.sum(|c| &c.errors),
+    };
+    let mut published_by = vec![0u64; sources.len()];
+    let camera_stats = |published_by: &[u64]| -> Vec<CameraStats> {
+        shared
+            .cameras
+            .iter()
+            .enumerate()
+            .map(|(i, c)| CameraStats {
+                name: cameras[i].0.clone(),
+                uri: cameras[i].1.clone(),
+                source: c.source_state(),
+                frames: FrameCounters {
+                    captured: c.captured.load(Ordering::Relaxed),
+                    processed: c.processed.load(Ordering::Relaxed),
+                    dropped: slot.dropped(i),
+                    published: published_by[i],
+                    errors: c.errors.load(Ordering::Relaxed),
+                },
+                fps: Default::default(),
+                frame_age_ms: None,
+                stale_ms: stale[i].as_secs_f64() * 1e3,
+                blind: None,
+            })
+            .collect()
     };
     let max_frames = options.max_frames;
     let reached = |published: u64| max_frames.is_some_and(|n| published >= n);
     let telemetry_now = || telemetry.lock().map(|t| t.clone()).unwrap_or_default();
-    let mut captured_at_newest = 0;
+    let mut captured_at_newest = vec![0u64; sources.len()];
+    let mut blind: Vec<Blind> = Vec::with_capacity(sources.len());
     loop {
         match report_rx.recv_timeout(Duration::from_millis(20)) {
             Ok(report) => {
-                publisher.frame(&report, slot.dropped());
-                captured_at_newest = shared.captured.load(Ordering::Relaxed);
+                let lane = report.camera.index;
+                publisher.frame(&report, slot.dropped(lane));
+                captured_at_newest[lane] = shared.cameras[lane].captured.load(Ordering::Relaxed);
                 published += 1;
+                published_by[lane] += 1;
                 crate::fault::stage("publish", published);
                 let _ = recycle_tx.try_send(report);
                 if reached(published) && !stop.swap(true, Ordering::Relaxed) {
@@ -426,46 +559,52 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         }
         let since = mono_ns(Instant::now()).saturating_sub(shared.heartbeat.load(Ordering::Relaxed));
         // Only while stale: the source's state and the telemetry are copied to say why.
-        let blind = publisher.stale_for().map(|age| {
-            let captured = shared.captured.load(Ordering::Relaxed);
-            diagnose(age, &source_state(&shared), captured - captured_at_newest, &telemetry_now())
-        });
+        blind.clear();
+        for (i, c) in shared.cameras.iter().enumerate() {
+            if let Some(age) = publisher.stale_for(i) {
+                let captured = c.captured.load(Ordering::Relaxed);
+                let since = captured.saturating_sub(captured_at_newest[i]);
+                blind.push(diagnose(&cameras[i].0, age, &c.source_state(), since, &telemetry_now()));
+            }
+        }
         publisher.tick(&Health {
             since_progress: Duration::from_nanos(since),
             stopping: stop.load(Ordering::Relaxed),
-            blind: blind.as_ref(),
+            blind: &blind,
             stale: config.latency.stale(),
             blind_notice: false,
         });
         if publisher.interval_due() {
             model_file.check();
-            publisher.interval(counters(published), &source_state(&shared), &telemetry_now());
+            publisher.interval(counters(published), &mut camera_stats(&published_by), &telemetry_now());
         }
     }
     let mut panicked = None;
-    for (stage, thread) in [("capture", capture), ("inference", inference)] {
+    for (stage, thread) in threads {
         if let Err(payload) = thread.join() {
             panicked
                 .get_or_insert(format!("the {stage} thread panicked: {}", panic_message(payload.as_ref())));
         }
     }
     let frames = counters(published);
+    let ended = shared.cameras.iter().all(|c| c.source_ended.load(Ordering::Relaxed));
     let reason = if let Some(p) = &panicked {
         p.clone()
     } else if reached(published) {
         "frame count reached".to_string()
     } else if stop.load(Ordering::Relaxed) {
         "signal".to_string()
-    } else if shared.source_ended.load(Ordering::Relaxed) {
+    } else if ended {
         "end of source".to_string()
     } else {
         "pipeline stopped".to_string()
     };
-    let (total, seconds) = publisher.finish(frames, &source_state(&shared), &telemetry_now(), &reason);
+    let mut last = camera_stats(&published_by);
+    let (total, seconds) = publisher.finish(frames, &mut last, &telemetry_now(), &reason);
     telemetry_stop.store(true, Ordering::Relaxed);
     let _ = telemetry_thread.join();
     if !options.quiet {
-        print_summary(&frames, &total, seconds, &reason);
+        print_summary(&frames, &last, &total, seconds, &reason);
     }
     drop(power);
     if let Some(p) = panicked {
@@ -475,7 +614,13 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
 }
 
 /// Prints the run's statistics (to stderr, so stdout stays machine-readable).
-fn print_summary(frames: &FrameCounters, total: &LatencyStats, seconds: f64, reason: &str) {
+fn print_summary(
+    frames: &FrameCounters,
+    cameras: &[CameraStats],
+    total: &LatencyStats,
+    seconds: f64,
+    reason: &str,
+) {
     eprintln!(
         "jetdetect: stopped ({reason}) after {seconds:.1} s: {} captured, {} processed ({:.1} fps), {} dropped, {} published, {} errors",
         frames.captured,
@@ -485,10 +630,25 @@ fn print_summary(frames: &FrameCounters, total: &LatencyStats, seconds: f64, rea
         frames.published,
         frames.errors
     );
+    if cameras.len() > 1 {
+        for c in cameras {
+            eprintln!(
+                "  {}: {} captured, {} processed ({:.1} fps), {} dropped, {} published, {} errors{}",
+                c.name,
+                c.frames.captured,
+                c.frames.processed,
+                c.fps.processed,
+                c.frames.dropped,
+                c.frames.published,
+                c.frames.errors,
+                c.source.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+            );
+        }
+    }
     eprintln!("{:<12} {:>9} {:>9} {:>9} {:>9}   (ms)", "stage", "p50", "p90", "p99", "max");
     for stage in Stage::ALL {
         let p = total.stage(stage);
-        eprintln!("{stage:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3}", p.p50, p.p90, p.p99, p.max);
+        eprintln!("{:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3}", stage.to_string(), p.p50, p.p90, p.p99, p.max);
     }
 }
 
@@ -506,12 +666,12 @@ mod tests {
         };
         let mut t = Telemetry::default();
         let age = Duration::from_millis(750);
-        let b = diagnose(age, &gone, 0, &t);
+        let b = diagnose("cam0", age, &gone, 0, &t);
         assert_eq!(
             (b.reason, b.detail.as_str(), b.for_ms),
             (BlindReason::Camera, "/dev/video0: cannot open: No such device", 750.0)
         );
-        let b = diagnose(age, &streaming, 12, &t);
+        let b = diagnose("cam0", age, &streaming, 12, &t);
         assert_eq!(b.reason, BlindReason::Inference);
         assert!(
             b.detail.contains("12 frames captured in 750 ms but none got through inference"),
@@ -519,7 +679,7 @@ mod tests {
             b.detail
         );
         t.throttling = true;
-        let b = diagnose(age, &streaming, 0, &t);
+        let b = diagnose("cam0", age, &streaming, 0, &t);
         assert_eq!((b.reason, b.throttling), (BlindReason::NoFrames, true));
         assert!(b.detail.contains("no frame for 750 ms"), "{}", b.detail);
     }

@@ -14,13 +14,15 @@ use crate::power::telemetry::Telemetry;
 use crate::stats::{DeadlineMisses, LatencyConfig, LatencyStats, Percentiles, Stage};
 use crate::yolo::ClassNames;
 
-use super::report::{Blind, FrameCounters, FrameReport, SourceState};
+use super::report::{Blind, CameraStats, Fps, FrameCounters, FrameReport, SourceState};
 
 /// What the pipeline runs, once it is ready (the socket's `hello` message says it).
 #[derive(Clone, Debug)]
 pub struct Started {
-    /// The source, as opened.
+    /// The sources, as opened (several: each after its camera's name, `; `-separated).
     pub source: String,
+    /// Each camera's name and source, in config order.
+    pub cameras: Vec<(String, String)>,
     /// The engine and model.
     pub engine: String,
     /// Runtime library versions (`onnxruntime`, `tensorrt`, `cuda`), when the engine loads any.
@@ -45,8 +47,10 @@ pub struct Interval<'a> {
     pub fps: f64,
     /// Clients connected to all outputs.
     pub clients: usize,
-    /// The source's health.
+    /// The sources' health, combined ([`SourceState::combined`]).
     pub source: &'a SourceState,
+    /// Each camera's figures.
+    pub cameras: &'a [CameraStats],
     /// Latency histograms over the interval (the whole run at the end).
     pub latency: &'a LatencyStats,
     /// The board's latest telemetry sample.
@@ -55,7 +59,7 @@ pub struct Interval<'a> {
     pub deadline_ms: f64,
     /// Deadline misses over the interval (the whole run at the end), per stage.
     pub misses: &'a DeadlineMisses,
-    /// Whether the daemon is blind now, and why.
+    /// Whether a camera is blind now, and why (the first blind camera).
     pub blind: Option<&'a Blind>,
 }
 
@@ -66,12 +70,13 @@ pub struct Health<'a> {
     pub since_progress: Duration,
     /// A stop was asked for (signal, frame count, end of source).
     pub stopping: bool,
-    /// No fresh frame within `[latency] stale_ms`: why.
-    pub blind: Option<&'a Blind>,
+    /// The cameras with no fresh frame within their freshness bound, and why (empty: all see).
+    pub blind: &'a [Blind],
     /// `[latency] stale_ms`.
     pub stale: Duration,
-    /// Set by the publisher: while blind, a notice is due (when blindness starts, then every
-    /// `stale`). Outputs that publish blind notices send one exactly then.
+    /// Set by the publisher: while a camera is blind, a notice is due (when a camera goes
+    /// blind, then every `stale`). Outputs that publish blind notices send one per blind
+    /// camera exactly then.
     pub blind_notice: bool,
 }
 
@@ -112,15 +117,27 @@ pub struct Publisher {
     contract: LatencyConfig,
     misses: DeadlineMisses,
     misses_total: DeadlineMisses,
-    newest: Option<Instant>,
-    blind: Option<Blind>,
+    /// Per camera: its newest published frame's capture time.
+    newest: Vec<Option<Instant>>,
+    /// Per camera: its freshness bound.
+    stale: Vec<Duration>,
+    /// Per camera: its counters at the last interval.
+    last_camera_counts: Vec<FrameCounters>,
+    blind: Vec<Blind>,
     blind_noticed: Option<Instant>,
 }
 
 impl Publisher {
-    /// Publishes to `outputs`, with a stats interval of `every`, under the latency `contract`.
-    pub fn new(outputs: Vec<Box<dyn Output>>, every: Duration, contract: LatencyConfig) -> Publisher {
+    /// Publishes to `outputs`, with a stats interval of `every`, under the latency `contract`,
+    /// for cameras with the freshness bounds `stale` (one per camera, in order).
+    pub fn new(
+        outputs: Vec<Box<dyn Output>>,
+        every: Duration,
+        contract: LatencyConfig,
+        stale: Vec<Duration>,
+    ) -> Publisher {
         let now = Instant::now();
+        let cameras = stale.len();
         Publisher {
             outputs,
             every,
@@ -132,17 +149,25 @@ impl Publisher {
             contract,
             misses: DeadlineMisses::default(),
             misses_total: DeadlineMisses::default(),
-            newest: None,
-            blind: None,
+            newest: vec![None; cameras],
+            stale,
+            last_camera_counts: vec![FrameCounters::default(); cameras],
+            blind: Vec::with_capacity(cameras),
             blind_noticed: None,
         }
     }
 
-    /// How long no fresh frame has come, when that is longer than `[latency] stale_ms`: the
-    /// age of the newest published frame, or the time since the pipeline was ready.
-    pub fn stale_for(&self) -> Option<Duration> {
-        let age = self.newest.unwrap_or(self.started).elapsed();
-        (age > self.contract.stale()).then_some(age)
+    /// How long camera `camera` has had no fresh frame, when that is longer than its
+    /// freshness bound: the age of its newest published frame, or the time since the pipeline
+    /// was ready.
+    pub fn stale_for(&self, camera: usize) -> Option<Duration> {
+        let age = self.newest[camera].unwrap_or(self.started).elapsed();
+        (age > self.stale[camera]).then_some(age)
+    }
+
+    /// The number of cameras.
+    pub fn cameras(&self) -> usize {
+        self.newest.len()
     }
 
     /// Opens every output ([`Output::open`]).
@@ -174,30 +199,51 @@ impl Publisher {
         if let Some(deadline) = self.contract.deadline() {
             self.misses.record(&us, deadline.as_micros() as u64);
         }
-        self.newest = Some(self.newest.map_or(report.captured, |n| n.max(report.captured)));
+        let newest = &mut self.newest[report.camera.index];
+        *newest = Some(newest.map_or(report.captured, |n| n.max(report.captured)));
     }
 
-    /// One turn of the loop: `health.blind` says whether the daemon is blind (the pipeline
-    /// works out why when [`Publisher::stale_for`] says so); the change is logged once.
+    /// One turn of the loop: `health.blind` says which cameras are blind (the pipeline works
+    /// out why when [`Publisher::stale_for`] says so); each change is logged once.
     pub fn tick(&mut self, health: &Health<'_>) {
-        match (&self.blind, health.blind) {
-            (None, Some(b)) => log::warn!(
-                "blind: no fresh frame for {:.0} ms ({}: {}{})",
-                b.for_ms,
-                b.reason,
-                b.detail,
-                if b.throttling { "; the board is throttling" } else { "" }
-            ),
-            (Some(_), None) => log::info!("seeing again: frames are fresh"),
-            _ => {}
+        let many = self.newest.len() > 1;
+        let mut newly_blind = false;
+        for b in health.blind {
+            if !self.blind.iter().any(|o| o.camera == b.camera) {
+                newly_blind = true;
+                log::warn!(
+                    "blind{}: no fresh frame for {:.0} ms ({}: {}{})",
+                    if many { format!(" ({})", b.camera) } else { String::new() },
+                    b.for_ms,
+                    b.reason,
+                    b.detail,
+                    if b.throttling { "; the board is throttling" } else { "" }
+                );
+            }
         }
-        self.blind = health.blind.cloned();
-        let blind_notice =
-            health.blind.is_some() && self.blind_noticed.is_none_or(|t| t.elapsed() >= health.stale);
-        match (health.blind, blind_notice) {
-            (None, _) => self.blind_noticed = None,
-            (Some(_), true) => self.blind_noticed = Some(Instant::now()),
-            (Some(_), false) => {}
+        for o in &self.blind {
+            if !health.blind.iter().any(|b| b.camera == o.camera) {
+                match many {
+                    true => log::info!("{}: seeing again: frames are fresh", o.camera),
+                    false => log::info!("seeing again: frames are fresh"),
+                }
+            }
+        }
+        if self.blind.as_slice() != health.blind {
+            self.blind.clear();
+            self.blind.extend_from_slice(health.blind);
+        } else {
+            // Same cameras, same reasons: only the ages moved on.
+            for (o, b) in self.blind.iter_mut().zip(health.blind) {
+                o.for_ms = b.for_ms;
+            }
+        }
+        let blind_notice = !health.blind.is_empty()
+            && (newly_blind || self.blind_noticed.is_none_or(|t| t.elapsed() >= health.stale));
+        match (health.blind.is_empty(), blind_notice) {
+            (true, _) => self.blind_noticed = None,
+            (false, true) => self.blind_noticed = Some(Instant::now()),
+            (false, false) => {}
         }
         let health = Health { blind_notice, ..*health };
         for o in &mut self.outputs {
@@ -215,10 +261,28 @@ impl Publisher {
         self.last_interval.elapsed() >= self.every
     }
 
-    /// Ends the interval: the outputs get its figures, a log line says the main ones, and the
-    /// interval's histograms join the run's.
-    pub fn interval(&mut self, totals: FrameCounters, source: &SourceState, telemetry: &Telemetry) {
+    /// Fills each camera's rates over the interval of `secs` and the age of its newest frame.
+    fn camera_rates(&mut self, cameras: &mut [CameraStats], secs: f64) {
+        for (i, c) in cameras.iter_mut().enumerate().take(self.newest.len()) {
+            let last = self.last_camera_counts[i];
+            let rate = |n: u64| if secs > 0.0 { (n as f64 / secs * 1000.0).round() / 1000.0 } else { 0.0 };
+            c.fps = Fps {
+                capture: rate(c.frames.captured - last.captured),
+                processed: rate(c.frames.processed - last.processed),
+            };
+            c.frame_age_ms = self.newest[i].map(|t| (t.elapsed().as_secs_f64() * 1e4).round() / 10.0);
+            c.stale_ms = self.stale[i].as_secs_f64() * 1e3;
+            c.blind = self.blind.iter().find(|b| b.camera == c.name).cloned();
+            self.last_camera_counts[i] = c.frames;
+        }
+    }
+
+    /// Ends the interval: the outputs get its figures (the cameras' rates and ages filled in),
+    /// a log line says the main ones, and the interval's histograms join the run's.
+    pub fn interval(&mut self, totals: FrameCounters, cameras: &mut [CameraStats], telemetry: &Telemetry) {
         let secs = self.last_interval.elapsed().as_secs_f64();
+        self.camera_rates(cameras, secs);
+        let source = &SourceState::combined(cameras);
         let delta = FrameCounters {
             captured: totals.captured - self.last_counts.captured,
             processed: totals.processed - self.last_counts.processed,
@@ -234,11 +298,12 @@ impl Publisher {
             fps,
             clients,
             source,
+            cameras,
             latency: &self.window,
             telemetry,
             deadline_ms: self.contract.deadline_ms,
             misses: &self.misses,
-            blind: self.blind.as_ref(),
+            blind: self.blind.first(),
         };
         for o in &mut self.outputs {
             o.interval(&iv);
@@ -258,7 +323,7 @@ impl Publisher {
         };
         if delta.processed == 0 {
             // Percentiles of nothing would read as a perfect 0 ms: say what is going on instead.
-            let why = match &self.blind {
+            let why = match self.blind.first() {
                 Some(b) => format!("{}: {}", b.reason, b.detail),
                 None => "frames are still fresh".into(),
             };
@@ -267,8 +332,16 @@ impl Publisher {
                 totals.dropped
             );
         } else {
+            let per_camera = match cameras.len() {
+                0 | 1 => String::new(),
+                _ => {
+                    let each: Vec<String> =
+                        cameras.iter().map(|c| format!("{} {:.1}", c.name, c.fps.processed)).collect();
+                    format!(" ({})", each.join(", "))
+                }
+            };
             log::info!(
-                "{:.1} fps, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}{missed}",
+                "{:.1} fps{per_camera}, end-to-end p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms, dropped {}, clients {}{missed}",
                 fps,
                 e2e.p50,
                 e2e.p90,
@@ -291,13 +364,17 @@ impl Publisher {
     pub fn finish(
         mut self,
         totals: FrameCounters,
-        source: &SourceState,
+        cameras: &mut [CameraStats],
         telemetry: &Telemetry,
         reason: &str,
     ) -> (LatencyStats, f64) {
         self.total.merge(&self.window);
         self.misses_total.add(&self.misses);
         let seconds = self.started.elapsed().as_secs_f64();
+        // The whole run's rates.
+        self.last_camera_counts.iter_mut().for_each(|c| *c = FrameCounters::default());
+        self.camera_rates(cameras, seconds);
+        let source = &SourceState::combined(cameras);
         let clients = self.clients();
         let run = Interval {
             uptime_s: seconds,
@@ -307,11 +384,12 @@ impl Publisher {
             fps: totals.processed as f64 / seconds.max(1e-9),
             clients,
             source,
+            cameras,
             latency: &self.total,
             telemetry,
             deadline_ms: self.contract.deadline_ms,
             misses: &self.misses_total,
-            blind: self.blind.as_ref(),
+            blind: self.blind.first(),
         };
         for o in &mut self.outputs {
             o.finish(&run, reason);

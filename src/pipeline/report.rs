@@ -1,6 +1,7 @@
 //! What the pipeline hands to its outputs: one frame's report, the counters and the source's
 //! health. Outputs read these; only the pipeline fills them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -11,9 +12,33 @@ use crate::hazard::HazardFrame;
 use crate::stats::PerStage;
 use crate::yolo::Detection;
 
+/// A camera as reports name it: its place among the `[[source]]` entries and its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CameraId {
+    /// Position in the config (0 for a single `[source]`).
+    pub index: usize,
+    /// `name` of its entry (`cam0` when unnamed).
+    pub name: Arc<str>,
+}
+
+impl CameraId {
+    /// Camera `index` called `name`.
+    pub fn new(index: usize, name: &str) -> CameraId {
+        CameraId { index, name: Arc::from(name) }
+    }
+}
+
+impl Default for CameraId {
+    fn default() -> Self {
+        CameraId::new(0, "cam0")
+    }
+}
+
 /// What inference hands to the publisher for one frame. Reused between frames.
 #[derive(Clone, Debug)]
 pub struct FrameReport {
+    /// The camera the frame came from.
+    pub camera: CameraId,
     /// The frame's sequence number at the source.
     pub seq: u64,
     /// Source frame width.
@@ -43,6 +68,7 @@ impl FrameReport {
     pub fn new() -> FrameReport {
         let now = Instant::now();
         FrameReport {
+            camera: CameraId::default(),
             seq: 0,
             width: 0,
             height: 0,
@@ -125,9 +151,12 @@ impl std::str::FromStr for BlindReason {
     }
 }
 
-/// The daemon cannot see: no fresh frame within `[latency] stale_ms`.
+/// A camera cannot see: no fresh frame within its freshness bound (`[latency] stale_ms`, or
+/// its entry's `stale_ms`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Blind {
+    /// The camera.
+    pub camera: String,
     /// Why, for machines.
     pub reason: BlindReason,
     /// Why, for people (the camera's error, or what is missing for how long).
@@ -136,4 +165,53 @@ pub struct Blind {
     pub for_ms: f64,
     /// The board reports thermal or power throttling (a likely cause when inference is behind).
     pub throttling: bool,
+}
+
+/// Frames per second over a stats interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Fps {
+    /// Frames the source delivered, per second.
+    pub capture: f64,
+    /// Frames inference processed, per second.
+    pub processed: f64,
+}
+
+/// One camera's figures in a `stats` message.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CameraStats {
+    /// The camera's name.
+    pub name: String,
+    /// Its source, as opened.
+    pub uri: String,
+    /// Its health.
+    pub source: SourceState,
+    /// Its counters since start.
+    pub frames: FrameCounters,
+    /// Its rates over the interval (filled by the publisher).
+    pub fps: Fps,
+    /// Age of its newest published frame, ms (filled by the publisher; none yet: `None`).
+    pub frame_age_ms: Option<f64>,
+    /// Its freshness bound, ms.
+    pub stale_ms: f64,
+    /// Whether it is blind now, and why.
+    pub blind: Option<Blind>,
+}
+
+impl SourceState {
+    /// One state for several cameras (the `source` of a `stats` message): `unavailable` when
+    /// any is, with each one's error after its name; faults added up.
+    pub fn combined(cameras: &[CameraStats]) -> SourceState {
+        if let [one] = cameras {
+            return one.source.clone();
+        }
+        let errors: Vec<String> = cameras
+            .iter()
+            .filter_map(|c| c.source.error.as_ref().map(|e| format!("{}: {e}", c.name)))
+            .collect();
+        SourceState {
+            state: if errors.is_empty() { "streaming" } else { "unavailable" },
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+            faults: cameras.iter().map(|c| c.source.faults).sum(),
+        }
+    }
 }

@@ -56,6 +56,13 @@ fn check_schema(v: &Value) {
     match v["type"].as_str().unwrap() {
         "hello" => {
             assert!(v["version"].is_string() && v["source"].is_string() && v["engine"].is_string());
+            assert!(
+                v["cameras"]
+                    .as_array()
+                    .is_some_and(|c| !c.is_empty()
+                        && c.iter().all(|c| c["name"].is_string() && c["source"].is_string())),
+                "{v}"
+            );
             assert_eq!(v["input"].as_array().unwrap().len(), 2);
             assert_eq!(v["classes"], serde_json::json!(["box", "ball", "cone"]));
             // Only with ONNX Runtime: library name -> version.
@@ -73,6 +80,7 @@ fn check_schema(v: &Value) {
                 assert!(v[k].is_u64(), "{k} in {v}");
             }
             assert!(v["publish_mono_ns"].as_u64() >= v["capture_mono_ns"].as_u64());
+            assert!(v["camera"].is_string(), "{v}");
             assert!(num(v, "frame_age_ms") >= 0.0);
             let l = &v["latency_ms"];
             for k in ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"] {
@@ -100,6 +108,14 @@ fn check_schema(v: &Value) {
             assert!(num(&v["fps"], "processed") >= 0.0 && v["clients"].is_u64());
             assert!(["streaming", "unavailable"].contains(&v["source"]["state"].as_str().unwrap()), "{v}");
             assert!(v["source"]["faults"].is_u64());
+            for c in v["cameras"].as_array().unwrap_or_else(|| panic!("cameras in {v}")) {
+                assert!(
+                    c["name"].is_string()
+                        && c["frames"]["captured"].is_u64()
+                        && num(&c["fps"], "processed") >= 0.0,
+                    "{c}"
+                );
+            }
             for stage in ["queue", "preprocess", "inference", "decode", "publish", "end_to_end"] {
                 let p = &v["latency_ms"][stage];
                 assert!(
@@ -470,4 +486,112 @@ fn a_missing_camera_is_reported_on_the_socket_and_the_daemon_keeps_running() {
     let (code, err) = d.wait(Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("will keep trying"), "{err}");
+}
+
+#[test]
+fn several_cameras_are_served_in_turn_and_one_that_is_gone_does_not_stop_the_others() {
+    let dir = tmpdir("cameras");
+    let cfg = dir.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[source]]\nname = \"front\"\nuri = \"synthetic://?width=640&height=480&fps=60&format=yuyv&seed=1\"\n\
+             [[source]]\nname = \"rear\"\nuri = \"synthetic://?width=320&height=240&fps=5&format=rgb&seed=2\"\n\
+             stale_ms = 1500\n\
+             [[source]]\nname = \"gone\"\nuri = \"v4l2:///dev/video-none-jd?timeout_ms=200\"\n\
+             [model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n\
+             [hazards]\nenabled = true\n",
+            root().join("models/obstacles-v8.onnx").display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&cfg, &[]);
+    let mut c = d.connect();
+    let hello = read_msg(&mut c);
+    check_schema(&hello);
+    let names: Vec<&str> =
+        hello["cameras"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["front", "rear", "gone"], "{hello}");
+    let mut frames = std::collections::BTreeMap::<String, u64>::new();
+    let mut blind_notices = 0;
+    let mut stats = Vec::new();
+    while stats.len() < 4 {
+        let v = read_msg(&mut c);
+        if v["type"] != "hazards" {
+            check_schema(&v);
+        }
+        match v["type"].as_str().unwrap() {
+            "detections" => {
+                let cam = v["camera"].as_str().unwrap().to_string();
+                let size = (v["width"].as_u64().unwrap(), v["height"].as_u64().unwrap());
+                let want = if cam == "front" { (640, 480) } else { (320, 240) };
+                assert_eq!(size, want, "{cam}: each camera's frames keep their own size: {v}");
+                *frames.entry(cam).or_default() += 1;
+            }
+            "hazards" if v["blind"] == true => {
+                assert_eq!(
+                    (v["camera"].as_str(), v["reason"].as_str()),
+                    (Some("gone"), Some("camera")),
+                    "{v}"
+                );
+                blind_notices += 1;
+            }
+            "hazards" => assert_ne!(v["camera"], "gone", "{v}"),
+            "stats" => stats.push(v),
+            _ => {}
+        }
+    }
+    assert_eq!(frames.keys().collect::<Vec<_>>(), ["front", "rear"], "{frames:?}");
+    assert!(blind_notices >= 1, "the camera that is gone is reported blind");
+    let last = stats.last().unwrap();
+    let cams = last["cameras"].as_array().unwrap();
+    let cam =
+        |name: &str| cams.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{name} in {last}"));
+    // The slow camera is not starved by the fast one: every frame it captured was processed
+    // (give or take the one in flight), while the fast one's surplus is dropped.
+    let rear = cam("rear");
+    let (captured, processed) =
+        (rear["frames"]["captured"].as_u64().unwrap(), rear["frames"]["processed"].as_u64().unwrap());
+    assert!(captured >= 10 && processed + 2 >= captured, "rear: {rear}");
+    let front = cam("front");
+    assert!(front["frames"]["processed"].as_u64().unwrap() >= 10, "front: {front}");
+    for c in [front, rear] {
+        assert_eq!(c["source"]["state"], "streaming", "{c}");
+        assert!(c["blind"].is_null(), "{c}");
+        let age = num(c, "frame_age_ms");
+        assert!(age >= 0.0 && age < num(c, "stale_ms"), "fresh: {c}");
+    }
+    assert_eq!(num(rear, "stale_ms"), 1500.0);
+    let gone = cam("gone");
+    assert_eq!(gone["source"]["state"], "unavailable", "{gone}");
+    assert!(gone["source"]["error"].as_str().unwrap().contains("/dev/video-none-jd: cannot open"), "{gone}");
+    assert_eq!(gone["blind"]["reason"], "camera", "{gone}");
+    assert_eq!(gone["frames"]["captured"], 0);
+    assert_eq!(last["source"]["state"], "unavailable");
+    assert!(last["source"]["error"].as_str().unwrap().starts_with("gone: "), "{last}");
+    let totals = last["frames"]["processed"].as_u64().unwrap();
+    let sum: u64 = cams.iter().map(|c| c["frames"]["processed"].as_u64().unwrap()).sum();
+    assert!(sum >= totals, "the totals are the cameras' sums (read a moment earlier): {sum} {totals}");
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("source front:") && err.contains("source gone:"), "{err}");
+    assert!(err.contains("blind (gone)"), "{err}");
+}
+
+#[test]
+fn two_cameras_with_one_name_are_refused_naming_both_entries() {
+    let dir = tmpdir("samename");
+    let cfg = dir.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        "[[source]]\nname = \"front\"\nuri = \"synthetic://\"\n[[source]]\nname = \"front\"\nuri = \"synthetic://?seed=2\"\n",
+    )
+    .unwrap();
+    let (code, err) = crate::common::check_config(&cfg);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("jd.toml:5: [[source]] #2 ('front') name: 'front' is already the name of [[source]] #1"),
+        "{err}"
+    );
 }

@@ -34,6 +34,7 @@ fn read(r: &mut BufReader<UnixStream>) -> Value {
 struct Hazards {
     r#type: String,
     schema: u32,
+    camera: String,
     seq: u64,
     capture_mono_ns: u64,
     publish_mono_ns: u64,
@@ -84,6 +85,7 @@ struct Obstacle {
 struct Blind {
     r#type: String,
     schema: u32,
+    camera: String,
     publish_mono_ns: u64,
     blind: bool,
     reason: String,
@@ -137,7 +139,10 @@ fn approaching_obstacles_get_their_time_to_contact_bearing_and_zone_and_misses_a
             "hazards" => {
                 let h = Hazards::deserialize(&v).unwrap_or_else(|e| panic!("{e}: {v}"));
                 hazards += 1;
-                assert_eq!((h.r#type.as_str(), h.schema, h.blind), ("hazards", 1, false));
+                assert_eq!(
+                    (h.r#type.as_str(), h.schema, h.blind, h.camera.as_str()),
+                    ("hazards", 1, false, "cam0")
+                );
                 let (seq, truth, dets) = truth_by_seq.take().expect("hazards follow their detections");
                 assert_eq!(h.seq, seq, "the hazards of the frame just published");
                 assert!(h.publish_mono_ns >= h.capture_mono_ns && h.frame_age_ms >= 0.0);
@@ -241,7 +246,7 @@ fn a_missing_camera_makes_the_daemon_blind_and_it_says_why() {
         match v["type"].as_str().unwrap() {
             "hazards" => {
                 let b = Blind::deserialize(&v).unwrap_or_else(|e| panic!("{e}: {v}"));
-                assert!(b.blind && b.r#type == "hazards" && b.schema == 1);
+                assert!(b.blind && b.r#type == "hazards" && b.schema == 1 && b.camera == "cam0");
                 assert_eq!(b.reason, "camera", "{b:?}");
                 assert!(b.detail.contains("/dev/video-none-jd: cannot open"), "{b:?}");
                 assert!(b.frame_age_ms > 300.0 && b.zones.is_empty() && b.obstacles.is_empty());

@@ -252,9 +252,9 @@ pub fn run(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
 }
 
 fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
-    let uri = options.source.as_deref().unwrap_or(&config.source.uri);
+    let uri = options.source.as_deref().unwrap_or(&config.source.first().uri);
     let start = Instant::now();
-    let mut src = source::open_with(uri, &config.source.controls)?;
+    let mut src = source::open_with(uri, &config.source.first().controls)?;
     let mut detector = Detector::from_config(config)?;
     let load_s = start.elapsed().as_secs_f64();
     let mut frame = Frame::empty();
@@ -376,7 +376,7 @@ fn spawn_clients(
 fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> {
     let mut config = config.clone();
     if let Some(uri) = &options.source {
-        config.source.uri = uri.clone();
+        config.source.replace_with(uri.clone());
     }
     // A private socket, so a bench can run beside the service; no metrics endpoint.
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -423,7 +423,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     let summary = result?;
     let published = summary.frames.published;
     if published == 0 {
-        return Err(Error::Command(format!("{}: no frame was published", config.source.uri)));
+        return Err(Error::Command(format!("{}: no frame was published", config.source.first().uri)));
     }
     let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
     let (stages, curve) = stage_figures(Mode::Pipeline, &summary.latency);
@@ -432,7 +432,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         mode: Mode::Pipeline.name(),
         engine: summary.engine.clone(),
         preprocessing: summary.preprocessing.clone(),
-        source: config.source.uri.clone(),
+        source: config.source.first().uri.clone(),
         frames: published,
         startup_s: seen.first.unwrap_or(start).duration_since(start).as_secs_f64(),
         load_s: 0.0,

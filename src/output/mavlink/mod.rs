@@ -68,6 +68,10 @@ pub struct MavlinkConfig {
     pub obstacle_distance: bool,
     /// Send OBSTACLE_DISTANCE_3D per ranged track (ArduPilot's dialect; PX4 ignores it).
     pub obstacle_distance_3d: bool,
+    /// The camera whose obstacles are sent (a `[[source]] name`); empty: the first camera.
+    /// Its `[source.camera]` mounting places the sectors; while it is blind, nothing is sent.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub camera: String,
 }
 
 impl Default for MavlinkConfig {
@@ -83,6 +87,7 @@ impl Default for MavlinkConfig {
             unranged_distance_m: None,
             obstacle_distance: true,
             obstacle_distance_3d: true,
+            camera: String::new(),
         }
     }
 }
@@ -293,13 +298,16 @@ impl Output for MavlinkOutput {
         Ok(())
     }
 
-    fn ready(&mut self, _started: &Started) {
+    fn ready(&mut self, started: &Started) {
+        if self.config.camera.is_empty() {
+            self.config.camera = started.cameras.first().map(|c| c.0.clone()).unwrap_or_default();
+        }
         self.set_phase(Phase::Standby, "");
     }
 
     fn frame(&mut self, report: &FrameReport, _dropped: u64, _now: Instant) {
         let h = &report.hazards;
-        if h.zones.is_empty() {
+        if h.zones.is_empty() || *report.camera.name != *self.config.camera {
             return;
         }
         // Nearest first, so the 3D messages keep the nearest when there are too many.
@@ -329,7 +337,8 @@ impl Output for MavlinkOutput {
     }
 
     fn tick(&mut self, health: &Health<'_>) {
-        match (health.blind, self.phase) {
+        let blind = health.blind.iter().find(|b| b.camera == self.config.camera);
+        match (blind, self.phase) {
             (Some(b), Phase::Standby | Phase::Seeing) => self.set_phase(Phase::Blind, b.reason.name()),
             (None, Phase::Blind) => self.set_phase(Phase::Seeing, ""),
             _ => {}

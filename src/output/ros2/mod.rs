@@ -49,7 +49,8 @@ pub struct Ros2Config {
     /// `std_msgs/msg/String` with the `hazards` message as JSON; "" turns it off. Published only
     /// when `[hazards]` is on.
     pub zones_topic: String,
-    /// The header's `frame_id`: the camera's optical frame in the robot's TF tree.
+    /// The header's `frame_id`: the camera's optical frame in the robot's TF tree; `{camera}`
+    /// in it is replaced by the frame's camera name (required with several cameras).
     pub frame_id: String,
     /// Quality of service: `best_effort` (default) or `reliable`.
     pub reliability: Reliability,

@@ -34,6 +34,8 @@ struct Slot {
     generation: u64,
     /// Capture time, Unix epoch ns; 0 for a blind notice (no frame).
     stamp_ns: u128,
+    /// The frame's camera (for `{camera}` in `frame_id`).
+    camera: Arc<str>,
     /// A frame's boxes (a blind notice has none and publishes no detections).
     boxes: Vec<Tracked>,
     /// The `hazards` JSON message for the zones topic; empty: nothing to publish there.
@@ -84,6 +86,7 @@ impl Ros2Output {
                 slot: Mutex::new(Slot {
                     generation: 0,
                     stamp_ns: 0,
+                    camera: Arc::from("cam0"),
                     boxes: Vec::with_capacity(128),
                     zones: Vec::with_capacity(4096),
                     names: None,
@@ -213,6 +216,9 @@ impl Output for Ros2Output {
         let zones = self.hazards && !self.config.zones_topic.is_empty();
         self.hand_over(|slot| {
             slot.stamp_ns = report.captured_wall_ns;
+            if *slot.camera != *report.camera.name {
+                slot.camera = Arc::clone(&report.camera.name);
+            }
             slot.boxes.clear();
             let tracks = &report.hazards.track_of;
             slot.boxes.extend(
@@ -231,7 +237,9 @@ impl Output for Ros2Output {
     }
 
     fn tick(&mut self, health: &Health<'_>) {
-        if let (Some(b), true) = (health.blind, health.blind_notice) {
+        // One message per notice (the topic's slot holds one): the first blind camera's, which
+        // names its camera; the notice repeats while any camera is blind.
+        if let (Some(b), true) = (health.blind.first(), health.blind_notice) {
             if self.hazards && !self.config.zones_topic.is_empty() {
                 self.hand_over(|slot| {
                     slot.stamp_ns = 0;
@@ -271,6 +279,7 @@ fn run(endpoints: Endpoints, shared: &Shared, counters: &Counters) {
     let mut last_error: Option<Instant> = None;
     loop {
         let stamp_ns;
+        let camera;
         {
             let mut slot = shared.slot.lock().unwrap_or_else(|p| p.into_inner());
             while slot.generation == generation && !slot.stop {
@@ -281,6 +290,7 @@ fn run(endpoints: Endpoints, shared: &Shared, counters: &Counters) {
             }
             generation = slot.generation;
             stamp_ns = slot.stamp_ns;
+            camera = Arc::clone(&slot.camera);
             std::mem::swap(&mut boxes, &mut slot.boxes);
             std::mem::swap(&mut zones, &mut slot.zones);
             if names.is_none() {
@@ -289,7 +299,8 @@ fn run(endpoints: Endpoints, shared: &Shared, counters: &Counters) {
         }
         let mut failed = None;
         if stamp_ns != 0 {
-            let msg = detections(&boxes, stamp_ns, &endpoints.frame_id, names.as_ref());
+            let frame_id = endpoints.frame_id.replace("{camera}", &camera);
+            let msg = detections(&boxes, stamp_ns, &frame_id, names.as_ref());
             match endpoints.detections.publish(msg) {
                 Ok(()) => counters.published.fetch_add(1, Ordering::Relaxed),
                 Err(e) => {
