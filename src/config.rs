@@ -203,6 +203,9 @@ pub struct EngineConfig {
     pub providers: Vec<Provider>,
     /// Intra-op threads for ONNX Runtime (0: its default).
     pub threads: usize,
+    /// With several cameras and a model whose batch axis is dynamic: the most cameras' frames
+    /// one run takes (1..=16; 1: one frame per run, cameras in turn).
+    pub max_batch: usize,
     /// `[engine.tensorrt]`
     pub tensorrt: crate::engine::onnxruntime::TensorRtOptions,
 }
@@ -214,6 +217,7 @@ impl Default for EngineConfig {
             library: PathBuf::new(),
             providers: Provider::ALL.to_vec(),
             threads: 0,
+            max_batch: 4,
             tensorrt: Default::default(),
         }
     }
@@ -604,6 +608,13 @@ impl Config {
                 "device",
                 "\"dla\" runs through TensorRT: add \"tensorrt\" to [engine] providers, or use \"gpu\""
                     .into(),
+            ));
+        }
+        if !(1..=16).contains(&self.engine.max_batch) {
+            return Err(err(
+                "engine",
+                "max_batch",
+                format!("{} is out of range: allowed 1 to 16 (1: one frame per run)", self.engine.max_batch),
             ));
         }
         let o = &self.output;

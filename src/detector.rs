@@ -66,6 +66,15 @@ pub struct Detector {
     detections: Vec<Detection>,
     times: StageTimes,
     letterbox: Option<Letterbox>,
+    /// Per frame of the last [`Detector::detect_batch`].
+    batch: Vec<BatchSlot>,
+}
+
+/// One frame of a batch: where it was placed, its detections, or why it failed.
+struct BatchSlot {
+    letterbox: Option<Letterbox>,
+    detections: Vec<Detection>,
+    failed: Option<Error>,
 }
 
 impl Detector {
@@ -74,6 +83,8 @@ impl Detector {
         let e = &config.engine;
         let options = EngineOptions {
             dynamic_input: (config.model.input_width, config.model.input_height),
+            // A model with a dynamic batch axis is planned for one image per camera at most.
+            max_batch: config.engine.max_batch.min(config.source.0.len()).max(1),
             ort_library: (!e.library.as_os_str().is_empty()).then(|| e.library.clone()),
             providers: e.providers.clone(),
             threads: e.threads,
@@ -155,15 +166,97 @@ impl Detector {
             detections: Vec::with_capacity(options.max_detections),
             times: StageTimes::default(),
             letterbox: None,
+            batch: Vec::new(),
         })
+    }
+
+    /// The most frames [`Detector::detect_batch`] runs through the engine at once: the model's
+    /// batch (fixed N, or dynamic up to the cameras and `[engine] max_batch`); 1 for a model of
+    /// batch 1, and while preprocessing runs on a device (its graph writes one image).
+    pub fn max_batch(&self) -> usize {
+        match self.preprocessing {
+            Preprocessing::Host(_) => self.engine.max_batch(),
+            Preprocessing::Device { .. } => 1,
+        }
+    }
+
+    /// Runs the chain on `frames` (at most [`Detector::max_batch`]) with one engine run: each is
+    /// preprocessed into its slot of the batch, the engine runs once, each slot's output is
+    /// decoded against its frame. Frame `i`'s detections are [`Detector::batch_result`]`(i)`;
+    /// a frame that cannot be preprocessed fails alone (its slot is run empty and ignored).
+    /// The stage times are the batch's: every frame of it waited for all of it.
+    pub fn detect_batch<'f>(&mut self, frames: impl ExactSizeIterator<Item = &'f Frame>) -> Result<()> {
+        let n = frames.len();
+        let Preprocessing::Host(p) = &mut self.preprocessing else {
+            return Err(Error::Engine(crate::engine::EngineError::Run(
+                "batches need preprocessing on the CPU".into(),
+            )));
+        };
+        let (w, h) = self.engine.input_size();
+        let image = 3 * (w as usize) * (h as usize);
+        let t0 = Instant::now();
+        let slots = self.engine.set_batch(n)?;
+        while self.batch.len() < n {
+            let detections = Vec::with_capacity(self.detections.capacity());
+            self.batch.push(BatchSlot { letterbox: None, detections, failed: None });
+        }
+        let have = self.engine.input_mut().len();
+        if have < n * image {
+            return Err(Error::Engine(crate::engine::EngineError::Run(format!(
+                "{}: the input holds {have} values, not {n} images of {image}",
+                self.engine.describe()
+            ))));
+        }
+        let input = self.engine.input_mut();
+        for (i, frame) in frames.enumerate() {
+            let slot = &mut input[i * image..(i + 1) * image];
+            let b = &mut self.batch[i];
+            match p.run(frame, w, h, slot) {
+                Ok(lb) => (b.letterbox, b.failed) = (Some(lb), None),
+                Err(e) => {
+                    slot.fill(0.0);
+                    (b.letterbox, b.failed) = (None, Some(e.into()));
+                }
+            }
+        }
+        let t1 = Instant::now();
+        let output = self.engine.run()?;
+        let t2 = Instant::now();
+        let per = output.len() / slots;
+        for (i, b) in self.batch[..n].iter_mut().enumerate() {
+            b.detections.clear();
+            if let Some(lb) = &b.letterbox {
+                self.decoder.decode(&output[i * per..(i + 1) * per], lb, &mut b.detections);
+            }
+        }
+        let t3 = Instant::now();
+        self.times = StageTimes { preprocess: t1 - t0, inference: t2 - t1, decode: t3 - t2 };
+        Ok(())
+    }
+
+    /// Frame `i` of the last [`Detector::detect_batch`]: its detections in frame pixels, or why
+    /// it failed (taken: asked again, it reads as no detections).
+    pub fn batch_result(&mut self, i: usize) -> Result<&[Detection]> {
+        let b = &mut self.batch[i];
+        match b.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(&b.detections),
+        }
     }
 
     /// Runs the whole chain on one frame; the detections are in frame pixels.
     pub fn detect(&mut self, frame: &Frame) -> Result<&[Detection]> {
         let (w, h) = self.engine.input_size();
+        // One image per run (a fixed batch N runs N slots; the first is this frame).
+        let slots = self.engine.set_batch(1)?;
         let t0 = Instant::now();
         let lb = match &mut self.preprocessing {
-            Preprocessing::Host(p) => p.run(frame, w, h, self.engine.input_mut())?,
+            Preprocessing::Host(p) => {
+                let image = 3 * (w as usize) * (h as usize);
+                let input = self.engine.input_mut();
+                let len = input.len().min(image);
+                p.run(frame, w, h, &mut input[..len])?
+            }
             Preprocessing::Device { device, stages } => {
                 frame.check_len().map_err(PreprocessError::from)?;
                 let geometry = (frame.format, frame.width, frame.height);
@@ -186,7 +279,8 @@ impl Detector {
         let t1 = Instant::now();
         let output = self.engine.run()?;
         let t2 = Instant::now();
-        self.decoder.decode(output, &lb, &mut self.detections);
+        let per = output.len() / slots;
+        self.decoder.decode(&output[..per], &lb, &mut self.detections);
         let t3 = Instant::now();
         self.times = StageTimes { preprocess: t1 - t0, inference: t2 - t1, decode: t3 - t2 };
         self.letterbox = Some(lb);
@@ -213,6 +307,11 @@ impl Detector {
         for _ in 0..n {
             self.detect(&frame)?;
         }
+        // Every batch size runs once too: tract plans and TensorRT profiles are ready, and the
+        // buffers sized, before the first real batch.
+        for size in 2..=self.max_batch() {
+            self.detect_batch(std::iter::repeat_n(&frame, size))?;
+        }
         Ok(())
     }
 
@@ -237,7 +336,12 @@ impl Detector {
         self.engine.as_mut()
     }
 
-    /// Stage times of the last frame.
+    /// The detections of the last [`Detector::detect`], in frame pixels.
+    pub fn detections(&self) -> &[Detection] {
+        &self.detections
+    }
+
+    /// Stage times of the last frame (or batch).
     pub fn times(&self) -> StageTimes {
         self.times
     }
@@ -273,6 +377,51 @@ fn build_stage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_gives_each_frame_what_it_gets_alone() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut config = Config::default();
+        config.model.path = root.join("models/obstacles-v8-batch.onnx");
+        config.engine.kind = crate::engine::EngineKind::Tract;
+        // Three cameras: the dynamic batch axis is planned for up to three images.
+        config.source.0 = vec![config.source.0[0].clone(); 3];
+        let mut d = Detector::from_config(&config).unwrap();
+        assert_eq!(d.max_batch(), 3);
+        let frames: Vec<Frame> = [("yuyv", 640, 480, 1), ("nv12", 320, 240, 2), ("rgb24", 800, 600, 3)]
+            .iter()
+            .map(|(format, w, h, seed)| {
+                let uri =
+                    format!("synthetic://?width={w}&height={h}&fps=0&format={format}&seed={seed}&objects=5");
+                let mut src = crate::source::open(&uri).unwrap();
+                let mut f = Frame::empty();
+                assert!(src.next_frame(&mut f).unwrap());
+                f
+            })
+            .collect();
+        let alone: Vec<Vec<Detection>> = frames.iter().map(|f| d.detect(f).unwrap().to_vec()).collect();
+        assert!(alone.iter().all(|a| a.len() >= 3), "{alone:?}");
+        for n in [2, 3] {
+            d.detect_batch(frames[..n].iter()).unwrap();
+            for (i, want) in alone[..n].iter().enumerate() {
+                let got = d.batch_result(i).unwrap();
+                assert_eq!(got.len(), want.len(), "batch of {n}, frame {i}");
+                for (g, w) in got.iter().zip(want) {
+                    assert_eq!(g.class_id, w.class_id);
+                    let close = |a: f32, b: f32| (a - b).abs() < 1e-3;
+                    assert!(close(g.score, w.score) && close(g.x1, w.x1) && close(g.y2, w.y2), "{g:?} {w:?}");
+                }
+            }
+        }
+        // A frame that cannot be preprocessed fails alone; the others keep their detections.
+        let mut bad = frames[1].clone();
+        bad.data.truncate(10);
+        d.detect_batch([&frames[0], &bad].into_iter()).unwrap();
+        assert_eq!(d.batch_result(0).unwrap().len(), alone[0].len());
+        assert!(d.batch_result(1).is_err());
+        let four = [&frames[0], &frames[1], &frames[2], &frames[0]];
+        assert!(d.detect_batch(four.into_iter()).is_err(), "four frames, three at most");
+    }
 
     #[test]
     fn the_dla_board_is_what_power_finds_under_the_root() {

@@ -119,6 +119,9 @@ pub enum EngineError {
 pub struct EngineOptions {
     /// Input size `(width, height)` to use when the model's input size is not fixed.
     pub dynamic_input: (u32, u32),
+    /// Most images one run may take when the model's batch axis is dynamic (the number of
+    /// cameras, capped by `[engine] max_batch`); 1: one image per run. A fixed batch N is N.
+    pub max_batch: usize,
     /// ONNX Runtime library (`[engine] library`); `None`: `ORT_DYLIB_PATH` or the usual places.
     pub ort_library: Option<std::path::PathBuf>,
     /// ONNX Runtime execution providers, in order of preference.
@@ -155,6 +158,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             dynamic_input: (640, 640),
+            max_batch: 1,
             ort_library: None,
             providers: Provider::ALL.to_vec(),
             threads: 0,
@@ -194,22 +198,44 @@ pub trait InputStage: Send {
     fn run(&mut self, bytes: &[u8]) -> Result<(), EngineError>;
 }
 
-/// A loaded model, ready to run one image at a time.
+/// A loaded model, ready to run one image at a time, or a batch of them where the model has a
+/// batch axis ([`Engine::set_batch`]).
 pub trait Engine: Send {
     /// The engine and model, for logs (e.g. `tract (models/obstacles-v8.onnx)`).
     fn describe(&self) -> String;
 
-    /// Input shape, NCHW with N = 1 and C = 3.
+    /// One image's input shape, NCHW with N = 1 and C = 3.
     fn input_shape(&self) -> [usize; 4];
 
-    /// Shape of the output tensor [`Engine::run`] returns.
+    /// One image's output shape (N = 1): [`Engine::run`] returns one such tensor per image of
+    /// the batch, back to back.
     fn output_shape(&self) -> &[usize];
 
-    /// The input buffer (`1 * 3 * H * W` values) to fill before [`Engine::run`].
+    /// The input buffer to fill before [`Engine::run`]: one image's `3 * H * W` values per slot
+    /// of the current batch ([`Engine::set_batch`]), back to back.
     fn input_mut(&mut self) -> &mut [f32];
 
-    /// Runs the model on the current input and returns the output tensor.
+    /// Runs the model on the current input and returns the output tensor: one image's output
+    /// per slot of the current batch, back to back.
     fn run(&mut self) -> Result<&[f32], EngineError>;
+
+    /// The most images one run takes: the model's fixed batch N, or, for a dynamic batch axis,
+    /// [`EngineOptions::max_batch`]; 1 for a model of batch 1.
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    /// Makes the next runs take `n` images (`1..=max_batch`); returns the slots the input and
+    /// output hold (`n`, or N for a fixed batch N, whose slots past `n` are run and ignored).
+    fn set_batch(&mut self, n: usize) -> Result<usize, EngineError> {
+        match n {
+            1 => Ok(1),
+            _ => Err(EngineError::Run(format!(
+                "{}: the model takes one image per run, not {n}",
+                self.describe()
+            ))),
+        }
+    }
 
     /// Metadata stored in the model file (ultralytics stores `names`, `stride`, `imgsz`...).
     fn metadata(&self) -> &BTreeMap<String, String>;

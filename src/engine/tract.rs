@@ -11,16 +11,29 @@ use tract_onnx::tract_hir::infer::Factoid;
 
 use super::{Engine, EngineError, EngineOptions};
 
-/// A model optimised and planned by tract, with its buffers.
-pub struct TractEngine {
+/// One planned form of the model: for one batch size, with its buffers.
+struct Planned {
     // Keeps the plan alive for `state` (which also holds it) and documents ownership.
     _plan: Arc<TypedSimplePlan>,
     state: TypedSimpleState,
-    input_shape: [usize; 4],
+    /// `[slots, 3, H, W]`.
+    shape: [usize; 4],
     input: Vec<f32>,
     input_tensor: Arc<Tensor>,
-    output_shape: Vec<usize>,
     output: Vec<f32>,
+}
+
+/// A model optimised and planned by tract, with its buffers: one plan per batch size it runs
+/// (one, or 1..=max for a dynamic batch axis).
+pub struct TractEngine {
+    /// Plans by batch size: `plans[0]` takes `slots[0]` images, and so on.
+    plans: Vec<Planned>,
+    /// The plan the next run uses.
+    current: usize,
+    /// A fixed batch N: every run takes N images.
+    fixed: bool,
+    input_shape: [usize; 4],
+    output_shape: Vec<usize>,
     metadata: BTreeMap<String, String>,
     label: String,
 }
@@ -29,15 +42,54 @@ fn model_err(path: &Path, what: &str, source: TractError) -> EngineError {
     EngineError::Tract { context: format!("{}: {what}", path.display()), source }
 }
 
+/// Optimises and plans `model` for inputs of `shape`; returns the plan and its output shape.
+fn plan(path: &Path, model: InferenceModel, shape: [usize; 4]) -> Result<Planned, EngineError> {
+    let model = model
+        .with_input_fact(0, f32::fact(shape).into())
+        .map_err(|e| model_err(path, "cannot set the input shape", e))?;
+    let typed = model
+        .into_optimized()
+        .map_err(|e| model_err(path, "tract cannot optimise this model (unsupported operator?)", e))?;
+    let output_shape =
+        typed.output_fact(0).ok().and_then(|f| f.shape.as_concrete().map(|s| s.to_vec())).ok_or_else(
+            || {
+                EngineError::Model(format!(
+                    "{}: the output shape is not fixed for input {shape:?}",
+                    path.display()
+                ))
+            },
+        )?;
+    if output_shape.first() != Some(&shape[0]) {
+        return Err(EngineError::Model(format!(
+            "{}: for {} images in, the output is {output_shape:?}: its first axis should be the batch",
+            path.display(),
+            shape[0]
+        )));
+    }
+    let plan = typed.into_runnable().map_err(|e| model_err(path, "cannot plan the model", e))?;
+    let state = plan.spawn().map_err(|e| model_err(path, "cannot create run state", e))?;
+    let input_tensor =
+        Arc::new(Tensor::zero::<f32>(&shape).map_err(|e| model_err(path, "cannot allocate input", e))?);
+    Ok(Planned {
+        _plan: plan,
+        state,
+        shape,
+        input: vec![0.0; shape.iter().product()],
+        input_tensor,
+        output: vec![0.0; output_shape.iter().product()],
+    })
+}
+
 impl TractEngine {
     /// Reads, optimises and plans the ONNX model at `path`.
     ///
-    /// The model must take one image input (`[1, 3, H, W]`, any of them symbolic)
-    /// and its first output is the one returned by [`Engine::run`].
+    /// The model must take one image input (`[N, 3, H, W]`, any of them symbolic; N is 1, a
+    /// fixed batch, or dynamic: planned for 1 to `options.max_batch` images) and its first
+    /// output is the one returned by [`Engine::run`].
     pub fn load(path: &Path, options: &EngineOptions) -> Result<TractEngine, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read { path: path.into(), source })?;
         let onnx = tract_onnx::onnx();
-        let mut model = onnx.model_for_read(&mut bytes.as_slice()).map_err(|e| {
+        let model = onnx.model_for_read(&mut bytes.as_slice()).map_err(|e| {
             model_err(path, "not a valid ONNX model (corrupt, truncated, or another format?)", e)
         })?;
 
@@ -52,7 +104,7 @@ impl TractEngine {
 
         if model.inputs.len() != 1 {
             return Err(EngineError::Model(format!(
-                "{}: the model has {} inputs; jetdetect needs one image input [1, 3, H, W]",
+                "{}: the model has {} inputs; jetdetect needs one image input [N, 3, H, W]",
                 path.display(),
                 model.inputs.len()
             )));
@@ -65,48 +117,53 @@ impl TractEngine {
         } else {
             fact.shape.dims().map(|d| d.concretize().and_then(|d| d.to_usize().ok())).collect()
         };
-        if dims.len() != 4 || dims[0].is_some_and(|n| n != 1) || dims[1].is_some_and(|c| c != 3) {
+        if dims.len() != 4 || dims[0] == Some(0) || dims[1].is_some_and(|c| c != 3) {
             return Err(EngineError::Model(format!(
-                "{}: the input has shape {:?}; jetdetect needs an image input [1, 3, H, W]",
+                "{}: the input has shape {:?}; jetdetect needs an image input [N, 3, H, W]",
                 path.display(),
                 fact.shape
             )));
         }
-        let input_shape = [1, 3, dims[2].unwrap_or(dh as usize), dims[3].unwrap_or(dw as usize)];
-        model = model
-            .with_input_fact(0, f32::fact(input_shape).into())
-            .map_err(|e| model_err(path, "cannot set the input shape", e))?;
-        let typed = model
-            .into_optimized()
-            .map_err(|e| model_err(path, "tract cannot optimise this model (unsupported operator?)", e))?;
-        let output_shape =
-            typed.output_fact(0).ok().and_then(|f| f.shape.as_concrete().map(|s| s.to_vec())).ok_or_else(
-                || {
-                    EngineError::Model(format!(
-                        "{}: the output shape is not fixed for input {input_shape:?}",
-                        path.display()
-                    ))
-                },
-            )?;
-        let plan = typed.into_runnable().map_err(|e| model_err(path, "cannot plan the model", e))?;
-        let state = plan.spawn().map_err(|e| model_err(path, "cannot create run state", e))?;
-        let input_tensor = Arc::new(
-            Tensor::zero::<f32>(&input_shape).map_err(|e| model_err(path, "cannot allocate input", e))?,
-        );
-        let n_in: usize = input_shape.iter().product();
-        let n_out: usize = output_shape.iter().product();
+        let (h, w) = (dims[2].unwrap_or(dh as usize), dims[3].unwrap_or(dw as usize));
+        let batches: Vec<usize> = match dims[0] {
+            Some(n) => vec![n],
+            None => (1..=options.max_batch.max(1)).collect(),
+        };
+        let mut plans = Vec::with_capacity(batches.len());
+        for &n in &batches {
+            plans.push(plan(path, model.clone(), [n, 3, h, w])?);
+        }
+        let output_shape = {
+            let first = &plans[0];
+            let per = first.output.len() / first.shape[0];
+            // One image's output: the planned shape with N = 1 (checked to be the batch axis).
+            let mut shape = vec![1];
+            shape.extend_from_slice(&output_dims(path, first, per)?[1..]);
+            shape
+        };
         Ok(TractEngine {
-            _plan: plan,
-            state,
-            input_shape,
-            input: vec![0.0; n_in],
-            input_tensor,
-            output: vec![0.0; n_out],
+            plans,
+            current: 0,
+            fixed: dims[0].is_some_and(|n| n > 1),
+            input_shape: [1, 3, h, w],
             output_shape,
             metadata,
             label: format!("tract ({})", path.display()),
         })
     }
+}
+
+/// The output dims of a plan, whose values per image are `per`.
+fn output_dims(path: &Path, p: &Planned, per: usize) -> Result<Vec<usize>, EngineError> {
+    let shape = p
+        .state
+        .model()
+        .output_fact(0)
+        .ok()
+        .and_then(|f| f.shape.as_concrete().map(|s| s.to_vec()))
+        .filter(|s| s.iter().skip(1).product::<usize>() == per)
+        .ok_or_else(|| EngineError::Model(format!("{}: cannot read the output shape", path.display())))?;
+    Ok(shape)
 }
 
 impl Engine for TractEngine {
@@ -123,29 +180,51 @@ impl Engine for TractEngine {
     }
 
     fn input_mut(&mut self) -> &mut [f32] {
-        &mut self.input
+        &mut self.plans[self.current].input
+    }
+
+    fn max_batch(&self) -> usize {
+        self.plans.iter().map(|p| p.shape[0]).max().unwrap_or(1)
+    }
+
+    fn set_batch(&mut self, n: usize) -> Result<usize, EngineError> {
+        let found = match self.fixed {
+            true => (n >= 1 && n <= self.plans[0].shape[0]).then_some(0),
+            false => self.plans.iter().position(|p| p.shape[0] == n),
+        };
+        match found {
+            Some(i) => {
+                self.current = i;
+                Ok(self.plans[i].shape[0])
+            }
+            None => Err(EngineError::Run(format!(
+                "{}: no plan for {n} images per run (at most {})",
+                self.label,
+                self.max_batch()
+            ))),
+        }
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
-        let run_err = |source: TractError| EngineError::Tract { context: self.label.clone(), source };
+        let label = &self.label;
+        let run_err = |source: TractError| EngineError::Tract { context: label.clone(), source };
+        let p = &mut self.plans[self.current];
         // The run state drops its reference to the input at the end of each run,
         // so the tensor is ours again here and is refilled in place.
-        match Arc::get_mut(&mut self.input_tensor) {
+        match Arc::get_mut(&mut p.input_tensor) {
             Some(t) => t.try_as_plain_ram_mut().and_then(|mut v| {
-                v.as_slice_mut::<f32>()?.copy_from_slice(&self.input);
+                v.as_slice_mut::<f32>()?.copy_from_slice(&p.input);
                 Ok(())
             }),
             None => {
-                self.input_tensor =
-                    Arc::new(Tensor::from_shape(&self.input_shape, &self.input).map_err(run_err)?);
+                p.input_tensor = Arc::new(Tensor::from_shape(&p.shape, &p.input).map_err(run_err)?);
                 Ok(())
             }
         }
         .map_err(run_err)?;
-        let outputs =
-            self.state.run(tvec![TValue::from_const(self.input_tensor.clone())]).map_err(run_err)?;
-        let expected = self.output.len();
-        let output = &mut self.output;
+        let outputs = p.state.run(tvec![TValue::from_const(p.input_tensor.clone())]).map_err(run_err)?;
+        let expected = p.output.len();
+        let output = &mut p.output;
         let copied = outputs[0].try_as_plain_ram().and_then(|v| {
             let s = v.as_slice::<f32>()?;
             if s.len() == expected {
@@ -157,12 +236,12 @@ impl Engine for TractEngine {
             n if n == expected => {}
             n => {
                 return Err(EngineError::Run(format!(
-                    "{}: output has {n} values, expected {:?}",
-                    self.label, self.output_shape
+                    "{}: output has {n} values, expected {} images of {:?}",
+                    self.label, p.shape[0], self.output_shape
                 )))
             }
         }
-        Ok(&self.output)
+        Ok(&p.output)
     }
 
     fn metadata(&self) -> &BTreeMap<String, String> {

@@ -301,6 +301,7 @@ mod tests {
                 fps: Default::default(),
                 frame_age_ms: Some(1500.0),
                 stale_ms: 1000.0,
+                latency_ms: Default::default(),
                 blind: Some(blind.clone()),
             }],
             latency: &stats,

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::mono_ns;
 use crate::config::Config;
-use crate::detector::Detector;
+use crate::detector::{Detector, StageTimes};
 use crate::error::{Error, Result};
 use crate::frame::Frame;
 use crate::hazard::Hazards;
@@ -37,9 +37,10 @@ use crate::power::telemetry::Telemetry;
 use crate::power::{ClockControl, PowerSession};
 use crate::source::{self, FrameSource, SourceError};
 use crate::stats::{LatencyStats, Stage};
+use crate::yolo::Detection;
 use publish::{Health, Output, Publisher, Started};
 use report::{Blind, BlindReason, CameraId, CameraStats, FrameCounters, FrameReport, SourceState};
-use slot::{LatestSlots, Taken};
+use slot::LatestSlots;
 
 /// How a run is started, beyond the config file.
 #[derive(Default)]
@@ -246,6 +247,43 @@ struct CameraLane {
     hazards: Option<Hazards>,
 }
 
+/// Fills `r` with one frame's results.
+fn fill_report(
+    r: &mut FrameReport,
+    camera: &mut CameraLane,
+    frame: &Frame,
+    dets: &[Detection],
+    times: StageTimes,
+    start: Instant,
+) {
+    if r.camera != camera.id {
+        r.camera.clone_from(&camera.id);
+    }
+    r.detections.clear();
+    r.detections.extend_from_slice(dets);
+    r.truth.clone_from(&frame.truth);
+    r.seq = frame.seq;
+    r.width = frame.width;
+    r.height = frame.height;
+    r.captured = frame.captured;
+    r.captured_wall_ns = frame.captured_wall_ns;
+    r.infer_start = start;
+    r.times = times;
+    if let Some(h) = &mut camera.hazards {
+        // Tracking is part of decoding boxes into what the robot acts on: its time
+        // counts in the decode stage.
+        let t = Instant::now();
+        h.update(&r.detections, r.captured, r.width, r.height, &mut r.hazards);
+        r.times.decode += t.elapsed();
+    } else {
+        r.hazards.zones.clear();
+    }
+    r.infer_end = Instant::now();
+}
+
+/// Takes the newest frame of each camera that has one (cameras in turn), runs them through the
+/// detector (one engine run for all of them where the model has a batch axis, else one camera
+/// per turn) and hands each frame's report to the publisher.
 fn inference_loop(
     mut detector: Detector,
     mut cameras: Vec<CameraLane>,
@@ -260,44 +298,57 @@ fn inference_loop(
     let mut spare: Option<FrameReport> = None;
     // The lane served last: the next turn starts after it.
     let mut last = cameras.len() - 1;
-    loop {
+    let max = detector.max_batch().clamp(1, cameras.len());
+    let mut taken: Vec<(usize, Frame)> = Vec::with_capacity(max);
+    'frames: loop {
         shared.heartbeat.store(mono_ns(Instant::now()), Ordering::Relaxed);
-        let (lane, frame) = match slot.take_next(last, Duration::from_millis(200)) {
-            Taken::Item(lane, f) => (lane, f),
-            Taken::Timeout => continue,
-            Taken::Closed => break,
-        };
-        last = lane;
+        if slot.take_ready(last, max, Duration::from_millis(200), &mut taken) == 0 {
+            match slot.closed() {
+                true => break,
+                false => continue,
+            }
+        }
+        last = taken[taken.len() - 1].0;
         let start = Instant::now();
-        let camera = &mut cameras[lane];
-        let counts = &shared.cameras[lane];
         crate::fault::stage("inference", shared.sum(|c| &c.processed) + 1);
-        match detector.detect(&frame) {
-            Ok(dets) => {
+        let ran = match taken.len() {
+            1 => detector.detect(&taken[0].1).map(|_| ()),
+            _ => detector.detect_batch(taken.iter().map(|(_, f)| f)),
+        };
+        if let Err(e) = ran {
+            for (lane, frame) in &taken {
+                shared.cameras[*lane].errors.fetch_add(1, Ordering::Relaxed);
+                if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                    log::error!("{}: frame {} ({}): {e}", cameras[*lane].id.name, frame.seq, frame.label);
+                    last_error_log = Some(Instant::now());
+                }
+            }
+        } else {
+            let times = detector.times();
+            for (k, (lane, frame)) in taken.iter().enumerate() {
+                let counts = &shared.cameras[*lane];
+                let dets = match taken.len() {
+                    1 => Ok(detector.detections()),
+                    _ => detector.batch_result(k),
+                };
+                let dets = match dets {
+                    Ok(d) => d,
+                    Err(e) => {
+                        counts.errors.fetch_add(1, Ordering::Relaxed);
+                        if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                            log::error!(
+                                "{}: frame {} ({}): {e}",
+                                cameras[*lane].id.name,
+                                frame.seq,
+                                frame.label
+                            );
+                            last_error_log = Some(Instant::now());
+                        }
+                        continue;
+                    }
+                };
                 let mut r = spare.take().or_else(|| recycled.try_recv().ok()).unwrap_or_default();
-                if r.camera != camera.id {
-                    r.camera.clone_from(&camera.id);
-                }
-                r.detections.clear();
-                r.detections.extend_from_slice(dets);
-                r.truth.clone_from(&frame.truth);
-                r.seq = frame.seq;
-                r.width = frame.width;
-                r.height = frame.height;
-                r.captured = frame.captured;
-                r.captured_wall_ns = frame.captured_wall_ns;
-                r.infer_start = start;
-                r.times = detector.times();
-                if let Some(h) = &mut camera.hazards {
-                    // Tracking is part of decoding boxes into what the robot acts on: its time
-                    // counts in the decode stage.
-                    let t = Instant::now();
-                    h.update(&r.detections, r.captured, r.width, r.height, &mut r.hazards);
-                    r.times.decode += t.elapsed();
-                } else {
-                    r.hazards.zones.clear();
-                }
-                r.infer_end = Instant::now();
+                fill_report(&mut r, &mut cameras[*lane], frame, dets, times, start);
                 counts.processed.fetch_add(1, Ordering::Relaxed);
                 match reports.try_send(r) {
                     Ok(()) => {}
@@ -305,18 +356,13 @@ fn inference_loop(
                         log::warn!("publisher is behind: frame {} not published", frame.seq);
                         spare = Some(r);
                     }
-                    Err(TrySendError::Disconnected(_)) => break,
-                }
-            }
-            Err(e) => {
-                counts.errors.fetch_add(1, Ordering::Relaxed);
-                if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-                    log::error!("{}: frame {} ({}): {e}", camera.id.name, frame.seq, frame.label);
-                    last_error_log = Some(Instant::now());
+                    Err(TrySendError::Disconnected(_)) => break 'frames,
                 }
             }
         }
-        slot.recycle(lane, frame);
+        for (lane, frame) in taken.drain(..) {
+            slot.recycle(lane, frame);
+        }
     }
 }
 
@@ -425,6 +471,24 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         warm.elapsed().as_secs_f64() * 1e3,
         detector.preprocessing()
     );
+    if many {
+        let batch = detector.max_batch().min(sources.len());
+        match batch {
+            1 => log::info!(
+                "inference: one camera per engine run, in turn ({})",
+                if config.engine.max_batch == 1 {
+                    "[engine] max_batch = 1"
+                } else if detector.engine().max_batch() > 1 {
+                    "preprocessing on a device writes one image per run"
+                } else {
+                    "the model takes one image per run: export it with a dynamic batch axis to batch cameras"
+                }
+            ),
+            n => log::info!(
+                "inference: the newest frame of up to {n} cameras per engine run (the model's batch axis),                  cameras in turn"
+            ),
+        }
+    }
     let (engine_described, preprocessing) = (detector.engine().describe(), detector.preprocessing());
     let cameras: Vec<(String, String)> =
         sources.iter().zip(&opened).map(|(s, src)| (s.name.clone(), src.describe())).collect();
@@ -531,6 +595,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
                 fps: Default::default(),
                 frame_age_ms: None,
                 stale_ms: stale[i].as_secs_f64() * 1e3,
+                latency_ms: Default::default(),
                 blind: None,
             })
             .collect()

@@ -123,6 +123,9 @@ pub struct Publisher {
     stale: Vec<Duration>,
     /// Per camera: its counters at the last interval.
     last_camera_counts: Vec<FrameCounters>,
+    /// Per camera: its frames' stage times over the interval, and over the run before it.
+    camera_window: Vec<LatencyStats>,
+    camera_total: Vec<LatencyStats>,
     blind: Vec<Blind>,
     blind_noticed: Option<Instant>,
 }
@@ -152,6 +155,8 @@ impl Publisher {
             newest: vec![None; cameras],
             stale,
             last_camera_counts: vec![FrameCounters::default(); cameras],
+            camera_window: (0..cameras).map(|_| LatencyStats::new()).collect(),
+            camera_total: (0..cameras).map(|_| LatencyStats::new()).collect(),
             blind: Vec::with_capacity(cameras),
             blind_noticed: None,
         }
@@ -196,6 +201,9 @@ impl Publisher {
         let mut us = report.stage_us(now);
         us[Stage::Publish] = Instant::now().saturating_duration_since(report.infer_end).as_micros() as u64;
         self.window.record_stages(&us);
+        if let Some(w) = self.camera_window.get_mut(report.camera.index) {
+            w.record_stages(&us);
+        }
         if let Some(deadline) = self.contract.deadline() {
             self.misses.record(&us, deadline.as_micros() as u64);
         }
@@ -273,7 +281,16 @@ impl Publisher {
             c.frame_age_ms = self.newest[i].map(|t| (t.elapsed().as_secs_f64() * 1e4).round() / 10.0);
             c.stale_ms = self.stale[i].as_secs_f64() * 1e3;
             c.blind = self.blind.iter().find(|b| b.camera == c.name).cloned();
+            c.latency_ms = Stage::ALL.iter().map(|&s| (s.name(), self.camera_window[i].stage(s))).collect();
             self.last_camera_counts[i] = c.frames;
+        }
+    }
+
+    /// Moves each camera's interval histograms into its run's.
+    fn camera_window_done(&mut self) {
+        for (t, w) in self.camera_total.iter_mut().zip(&mut self.camera_window) {
+            t.merge(w);
+            w.reset();
         }
     }
 
@@ -353,6 +370,7 @@ impl Publisher {
         }
         self.total.merge(&self.window);
         self.window.reset();
+        self.camera_window_done();
         self.misses_total.add(&self.misses);
         self.misses = DeadlineMisses::default();
         self.last_counts = totals;
@@ -371,8 +389,10 @@ impl Publisher {
         self.total.merge(&self.window);
         self.misses_total.add(&self.misses);
         let seconds = self.started.elapsed().as_secs_f64();
-        // The whole run's rates.
+        // The whole run's rates and latencies.
         self.last_camera_counts.iter_mut().for_each(|c| *c = FrameCounters::default());
+        self.camera_window_done();
+        std::mem::swap(&mut self.camera_window, &mut self.camera_total);
         self.camera_rates(cameras, seconds);
         let source = &SourceState::combined(cameras);
         let clients = self.clients();

@@ -193,6 +193,9 @@ pub struct CameraStats {
     pub frame_age_ms: Option<f64>,
     /// Its freshness bound, ms.
     pub stale_ms: f64,
+    /// Its frames' latency per stage over the interval (the whole run at the end), ms (filled
+    /// by the publisher; `queue` includes waiting for the other frames of a batch).
+    pub latency_ms: std::collections::BTreeMap<&'static str, crate::stats::Percentiles>,
     /// Whether it is blind now, and why.
     pub blind: Option<Blind>,
 }

@@ -3,9 +3,9 @@
 //! Each camera has a lane holding at most one item. Capture [`put`](LatestSlots::put)s every
 //! frame into its lane; if inference has not taken the previous one yet, that older frame is
 //! displaced (counted as dropped, per lane) and handed back to the producer to reuse its
-//! buffer. Inference [`take_next`](LatestSlots::take_next)s the newest frame of the next lane
-//! that has one, round-robin, so a fast camera cannot starve a slow one, and later
-//! [`recycle`](LatestSlots::recycle)s it to its lane. Frames are never queued, so a slow
+//! buffer. Inference [`take_ready`](LatestSlots::take_ready)s the newest frame of the next
+//! lanes that have one (one, or one per camera for a batched run), round-robin, so a fast
+//! camera cannot starve a slow one, and later [`recycle`](LatestSlots::recycle)s each to its lane. Frames are never queued, so a slow
 //! consumer always sees each camera's freshest picture, and buffers circulate: nothing is
 //! allocated in steady state. One lock and one condition variable serve all lanes: inference
 //! sleeps until any camera has a frame.
@@ -37,17 +37,6 @@ impl<T> State<T> {
     fn all_closed(&self) -> bool {
         self.lanes.iter().all(|l| l.closed)
     }
-}
-
-/// What [`LatestSlots::take_next`] found.
-#[derive(Debug)]
-pub enum Taken<T> {
-    /// The newest item of a lane, with the lane's index.
-    Item(usize, T),
-    /// Nothing arrived within the timeout.
-    Timeout,
-    /// Every producer closed its lane and all lanes are empty.
-    Closed,
 }
 
 /// One single-item mailbox per producer, where a new item replaces an unread one.
@@ -91,9 +80,19 @@ impl<T> LatestSlots<T> {
         next
     }
 
-    /// Waits up to `timeout` for any lane to hold an item and takes the item of the first such
-    /// lane after `after` (round-robin: pass the lane served last).
-    pub fn take_next(&self, after: usize, timeout: Duration) -> Taken<T> {
+    /// Waits up to `timeout` for any lane to hold an item, then takes the items of up to `max`
+    /// lanes that hold one, in turn from the lane after `after`, into `out` (cleared first):
+    /// the newest frame of each ready camera, for one batched run. Nothing waits for a camera
+    /// that has no frame yet. Returns how many were taken (0: timeout, or closed: see
+    /// [`LatestSlots::closed`]).
+    pub fn take_ready(
+        &self,
+        after: usize,
+        max: usize,
+        timeout: Duration,
+        out: &mut Vec<(usize, T)>,
+    ) -> usize {
+        out.clear();
         let mut s = self.lock();
         if s.next_ready(after).is_none() && !s.all_closed() {
             s = self
@@ -102,14 +101,22 @@ impl<T> LatestSlots<T> {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        match s.next_ready(after) {
-            Some(i) => match s.lanes[i].value.take() {
-                Some(v) => Taken::Item(i, v),
-                None => Taken::Timeout,
-            },
-            None if s.all_closed() => Taken::Closed,
-            None => Taken::Timeout,
+        let n = s.lanes.len();
+        for i in (1..=n).map(|k| (after + k) % n) {
+            if out.len() == max {
+                break;
+            }
+            if let Some(v) = s.lanes[i].value.take() {
+                out.push((i, v));
+            }
         }
+        out.len()
+    }
+
+    /// Every lane is closed and empty: nothing more will come.
+    pub fn closed(&self) -> bool {
+        let s = self.lock();
+        s.all_closed() && s.lanes.iter().all(|l| l.value.is_none())
     }
 
     /// Returns a consumed item to `lane` so its producer can reuse it.
@@ -157,6 +164,13 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// One item, round-robin after `after`, as inference takes them for a model of batch 1.
+    fn next<T>(slot: &LatestSlots<T>, after: usize, timeout: Duration) -> Option<(usize, T)> {
+        let mut out = Vec::with_capacity(1);
+        slot.take_ready(after, 1, timeout, &mut out);
+        out.pop()
+    }
+
     #[test]
     fn newest_wins_and_displaced_items_come_back() {
         let slot = LatestSlots::new(1);
@@ -164,35 +178,57 @@ mod tests {
         assert_eq!(slot.put(0, 2), Some(1), "the unread item is handed back");
         assert_eq!(slot.put(0, 3), Some(2));
         assert_eq!(slot.dropped(0), 2);
-        assert!(matches!(slot.take_next(0, Duration::ZERO), Taken::Item(0, 3)));
-        assert!(matches!(slot.take_next(0, Duration::from_millis(1)), Taken::Timeout));
+        assert_eq!(next(&slot, 0, Duration::ZERO), Some((0, 3)));
+        assert_eq!(next(&slot, 0, Duration::from_millis(1)), None);
         slot.recycle(0, 3);
         assert_eq!(slot.put(0, 4), Some(3), "a recycled spare is handed back");
         slot.close(0);
-        assert!(
-            matches!(slot.take_next(0, Duration::ZERO), Taken::Item(0, 4)),
-            "items left at close are still taken"
-        );
-        assert!(matches!(slot.take_next(0, Duration::from_secs(5)), Taken::Closed));
+        assert!(!slot.closed(), "an item left at close is still to be taken");
+        assert_eq!(next(&slot, 0, Duration::ZERO), Some((0, 4)));
+        assert_eq!(next(&slot, 0, Duration::from_secs(5)), None);
+        assert!(slot.closed());
     }
 
     #[test]
     fn a_waiting_consumer_wakes_on_put_and_on_close() {
         let slot = Arc::new(LatestSlots::new(2));
         let s = slot.clone();
-        let t =
-            std::thread::spawn(move || matches!(s.take_next(0, Duration::from_secs(10)), Taken::Item(1, 7)));
+        let t = std::thread::spawn(move || next(&s, 0, Duration::from_secs(10)));
         std::thread::sleep(Duration::from_millis(20));
         slot.put(1, 7);
-        assert!(t.join().unwrap());
+        assert_eq!(t.join().unwrap(), Some((1, 7)));
         let s = slot.clone();
-        let t = std::thread::spawn(move || matches!(s.take_next(0, Duration::from_secs(10)), Taken::Closed));
+        let t = std::thread::spawn(move || (next(&s, 0, Duration::from_secs(10)), s.closed()));
         std::thread::sleep(Duration::from_millis(20));
         slot.close(0);
         std::thread::sleep(Duration::from_millis(20));
         assert!(!t.is_finished(), "one lane still open: the consumer keeps waiting");
         slot.close(1);
-        assert!(t.join().unwrap());
+        assert_eq!(t.join().unwrap(), (None, true));
+    }
+
+    #[test]
+    fn a_batch_takes_the_newest_item_of_every_ready_lane_in_turn_up_to_the_limit() {
+        let slot = LatestSlots::new(4);
+        let mut out = Vec::with_capacity(4);
+        for (lane, v) in [(0, 1), (0, 2), (1, 10), (3, 30)] {
+            slot.put(lane, v);
+        }
+        assert_eq!(slot.take_ready(0, 4, Duration::ZERO, &mut out), 3);
+        assert_eq!(out, vec![(1, 10), (3, 30), (0, 2)], "after lane 0, in turn; lane 0's newest only");
+        for lane in 0..4 {
+            slot.put(lane, lane * 100);
+        }
+        assert_eq!(slot.take_ready(1, 2, Duration::ZERO, &mut out), 2);
+        assert_eq!(out, vec![(2, 200), (3, 300)], "at most two, starting after lane 1");
+        assert_eq!(slot.take_ready(3, 2, Duration::ZERO, &mut out), 2);
+        assert_eq!(out, vec![(0, 0), (1, 100)], "the rest next time");
+        assert_eq!(slot.take_ready(1, 4, Duration::from_millis(1), &mut out), 0);
+        assert!(!slot.closed());
+        for lane in 0..4 {
+            slot.close(lane);
+        }
+        assert!(slot.closed());
     }
 
     #[test]
@@ -206,13 +242,9 @@ mod tests {
             if round % 2 == 0 {
                 slot.put(2, round * 10 + 2);
             }
-            match slot.take_next(last, Duration::ZERO) {
-                Taken::Item(lane, v) => {
-                    served.push(v);
-                    last = lane;
-                }
-                other => panic!("round {round}: {other:?}"),
-            }
+            let (lane, v) = next(&slot, last, Duration::ZERO).unwrap_or_else(|| panic!("round {round}"));
+            served.push(v);
+            last = lane;
         }
         // Round 0: lane 2 comes after lane 0 (the one served "last" at the start); round 1:
         // lane 0 (lane 2 is empty); round 2: lane 2 again, and so on. Lane 0's unread frames

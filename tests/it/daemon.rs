@@ -595,3 +595,57 @@ fn two_cameras_with_one_name_are_refused_naming_both_entries() {
         "{err}"
     );
 }
+
+#[test]
+fn cameras_share_one_engine_run_when_the_model_has_a_batch_axis() {
+    let dir = tmpdir("batch");
+    let cfg = dir.join("jd.toml");
+    let cameras: String = (1..=3)
+        .map(|i| format!("[[source]]\nname = \"c{i}\"\nuri = \"synthetic://?width=640&height=480&fps=30&format=yuyv&seed={i}\"\n"))
+        .collect();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{cameras}[model]\npath = \"{}\"\n[engine]\nkind = \"tract\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n",
+            root().join("models/obstacles-v8-batch.onnx").display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&cfg, &[]);
+    let mut c = d.connect();
+    let mut runs = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    let mut stats = 0;
+    while stats < 3 {
+        let v = read_msg(&mut c);
+        check_schema(&v);
+        match v["type"].as_str().unwrap() {
+            // Frames of one batch went through one engine run: they carry the same stage
+            // times, to the microsecond, and were captured by different cameras.
+            "detections" => {
+                let key = format!("{}/{}", v["latency_ms"]["preprocess"], v["latency_ms"]["inference"]);
+                runs.entry(key).or_default().insert(v["camera"].as_str().unwrap().to_string());
+            }
+            "stats" => stats += 1,
+            _ => {}
+        }
+    }
+    let shared = runs.values().filter(|cams| cams.len() > 1).count();
+    assert!(
+        shared * 4 >= runs.len(),
+        "most runs serve several cameras: {shared} of {}: {runs:?}",
+        runs.len()
+    );
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("the newest frame of up to 3 cameras per engine run"), "{err}");
+    let processed: Vec<u64> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|cam| {
+            let line = err.lines().find(|l| l.trim_start().starts_with(&format!("{cam}: "))).unwrap();
+            line.split(", ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    let (lo, hi) = (processed.iter().min().unwrap(), processed.iter().max().unwrap());
+    assert!(*lo > 0 && lo * 10 >= hi * 8, "every camera is served alike: {processed:?}\n{err}");
+}

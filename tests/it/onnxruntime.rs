@@ -363,3 +363,38 @@ fn the_library_is_found_where_jetpack_installs_it() {
     assert_eq!(installed_libraries(&r), [new, old, jp6, jp5]);
     std::fs::remove_dir_all(&r).unwrap();
 }
+
+#[test]
+fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_runs_one() {
+    let Some(lib) = library() else { return };
+    let mut c = config("onnxruntime", &lib, "obstacles-v8-batch.onnx");
+    // Four cameras: the dynamic batch axis is bound for one to four images.
+    c.source.0 = vec![c.source.0[0].clone(); 4];
+    let mut ort = Detector::from_config(&c).unwrap();
+    assert_eq!(ort.max_batch(), 4);
+    let frames: Vec<Frame> = (1..=4)
+        .map(|seed| {
+            let uri = format!("synthetic://?width=640&height=480&fps=0&format=yuyv&seed={seed}&objects=5");
+            let mut src = source::open(&uri).unwrap();
+            let mut f = Frame::empty();
+            assert!(src.next_frame(&mut f).unwrap());
+            f
+        })
+        .collect();
+    let alone: Vec<Vec<Detection>> = frames.iter().map(|f| ort.detect(f).unwrap().to_vec()).collect();
+    for n in 2..=4 {
+        ort.detect_batch(frames[..n].iter()).unwrap();
+        for (i, want) in alone[..n].iter().enumerate() {
+            same(ort.batch_result(i).unwrap(), want, &format!("onnxruntime, batch of {n}, camera {i}"));
+        }
+    }
+    // `[engine] max_batch = 1`: one camera per run, in turn.
+    c.engine.max_batch = 1;
+    assert_eq!(Detector::from_config(&c).unwrap().max_batch(), 1);
+    // Preprocessing on the device writes one image per run: no batches.
+    c.engine.max_batch = 4;
+    c.preprocess.device = jetdetect::preprocess::Device::Gpu;
+    let mut gpu = Detector::from_config(&c).unwrap();
+    assert_eq!(gpu.max_batch(), 1);
+    same(gpu.detect(&frames[0]).unwrap(), &alone[0], "device preprocessing, one image");
+}

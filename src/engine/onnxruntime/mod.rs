@@ -85,6 +85,14 @@ fn model_key(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// Input and output tensors bound for one more batch size (a dynamic batch axis, `n >= 2`).
+struct Batched {
+    slots: usize,
+    input: Tensor<f32>,
+    output: Tensor<f32>,
+    binding: ort::session::IoBinding,
+}
+
 /// A model loaded in ONNX Runtime.
 pub struct OrtEngine {
     session: Session,
@@ -92,7 +100,16 @@ pub struct OrtEngine {
     input_name: String,
     /// `input_name` for the C API (re-binding on GPU providers).
     input_cname: CString,
+    /// One image's input shape.
     input_shape: [usize; 4],
+    /// Images `input` and `output` hold: 1, or a fixed batch N.
+    slots: usize,
+    /// A fixed batch N > 1 (every run takes N images).
+    fixed: bool,
+    /// More batch sizes for a dynamic batch axis (2..=max), each bound once.
+    more: Vec<Batched>,
+    /// 0: `input`/`output`/`binding`; k: `more[k - 1]`.
+    current: usize,
     /// Host input the CPU preprocessing writes.
     input: Tensor<f32>,
     /// Input on the engine's device, written by input stages (accelerated preprocessing).
@@ -256,13 +273,16 @@ impl OrtEngine {
         let dim = |i: usize, default: usize| {
             dims.get(i).copied().filter(|&d| d > 0).map(|d| d as usize).unwrap_or(default)
         };
-        if dims.len() != 4 || dim(0, 1) != 1 || dim(1, 3) != 3 {
+        if dims.len() != 4 || dims[0] == 0 || dim(1, 3) != 3 {
             return Err(EngineError::Model(format!(
-                "{}: the input has shape {dims:?}; jetdetect needs an image input [1, 3, H, W]",
+                "{}: the input has shape {dims:?}; jetdetect needs an image input [N, 3, H, W]",
                 path.display()
             )));
         }
-        let input_shape = [1, 3, dim(2, dh as usize), dim(3, dw as usize)];
+        // The batch axis: fixed (1 or N), or dynamic (-1, a name): runs of 1 to max_batch images.
+        let dynamic_batch = dims[0] < 0;
+        let slots = dim(0, 1);
+        let input_shape = [slots, 3, dim(2, dh as usize), dim(3, dw as usize)];
         let mut metadata = BTreeMap::new();
         if let Ok(meta) = session.metadata() {
             for k in ["names", "stride", "imgsz", "task", "description"] {
@@ -282,6 +302,12 @@ impl OrtEngine {
                 out[0].try_extract_tensor::<f32>().map_err(|e| model_err("the output is not f32", e))?;
             shape.iter().map(|&d| d as usize).collect()
         };
+        if output_shape.first() != Some(&slots) {
+            return Err(EngineError::Model(format!(
+                "{}: for {slots} images in, the output is {output_shape:?}: its first axis should be the batch",
+                path.display()
+            )));
+        }
         drop(progress);
         log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
         // Input and output bound once to tensors allocated here: each run reuses them.
@@ -292,6 +318,28 @@ impl OrtEngine {
         let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", e))?;
         binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", e))?;
         binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", e))?;
+        let mut more = Vec::new();
+        if dynamic_batch {
+            for n in 2..=options.max_batch {
+                let shape = [n, input_shape[1], input_shape[2], input_shape[3]];
+                let input = Tensor::from_array((shape, vec![0f32; shape.iter().product()]))
+                    .map_err(|e| model_err("input tensor", e))?;
+                let mut out_shape = output_shape.clone();
+                out_shape[0] = n;
+                let mut output = Tensor::<f32>::new(&Allocator::default(), out_shape)
+                    .map_err(|e| model_err("output tensor", e))?;
+                let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", e))?;
+                binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", e))?;
+                binding
+                    .bind_output(&output_name, &mut output)
+                    .map_err(|e| model_err("binding the output", e))?;
+                more.push(Batched { slots: n, input, output, binding });
+            }
+        }
+        // From here on, shapes are one image's.
+        let input_shape = [1, input_shape[1], input_shape[2], input_shape[3]];
+        let mut output_shape = output_shape;
+        output_shape[0] = 1;
         let input_cname = CString::new(input_name.as_str()).map_err(|_| {
             EngineError::Model(format!("{}: input name: contains a NUL byte", path.display()))
         })?;
@@ -308,6 +356,10 @@ impl OrtEngine {
             input_name,
             input_cname,
             input_shape,
+            slots,
+            fixed: slots > 1,
+            more,
+            current: 0,
             input,
             stage_input: None,
             on_gpu: used[0] != Provider::Cpu,
@@ -345,18 +397,55 @@ impl Engine for OrtEngine {
         if self.stage_input.is_some() {
             return &mut [];
         }
+        let input = match self.current {
+            0 => &mut self.input,
+            k => &mut self.more[k - 1].input,
+        };
         // A CPU tensor always extracts.
-        self.input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
+        input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
         let err = |source: ort::Error| EngineError::Ort { context: self.label.clone(), source };
+        let per_image: usize = self.output_shape.iter().product();
+        let (binding, input, output, slots) = match self.current {
+            0 => (&self.binding, &self.input, &self.output, self.slots),
+            k => {
+                let b = &self.more[k - 1];
+                (&b.binding, &b.input, &b.output, b.slots)
+            }
+        };
         if self.on_gpu && self.stage_input.is_none() {
             // A GPU session copies a host input when it is bound, not when it runs.
-            bind_input(&self.binding, &self.input_cname, &self.input).map_err(err)?;
+            bind_input(binding, &self.input_cname, input).map_err(err)?;
         }
-        run_with_binding(&self.session, &self.binding).map_err(err)?;
-        host_output(&self.output, self.output_shape.iter().product()).map_err(err)
+        run_with_binding(&self.session, binding).map_err(err)?;
+        host_output(output, per_image * slots).map_err(err)
+    }
+
+    fn max_batch(&self) -> usize {
+        self.more.last().map_or(self.slots, |b| b.slots)
+    }
+
+    fn set_batch(&mut self, n: usize) -> Result<usize, EngineError> {
+        let found = match n {
+            _ if self.fixed => (1..=self.slots).contains(&n).then_some(0),
+            1 => Some(0),
+            _ if self.stage_input.is_some() => None,
+            _ => self.more.iter().position(|b| b.slots == n).map(|i| i + 1),
+        };
+        match found {
+            Some(k) => {
+                self.current = k;
+                Ok(if k == 0 { self.slots } else { self.more[k - 1].slots })
+            }
+            None => Err(EngineError::Run(format!(
+                "{}: cannot run {n} images at once (at most {}{})",
+                self.label,
+                self.max_batch(),
+                if self.stage_input.is_some() { "; with device preprocessing, one" } else { "" }
+            ))),
+        }
     }
 
     fn metadata(&self) -> &BTreeMap<String, String> {
@@ -369,6 +458,14 @@ impl Engine for OrtEngine {
         input_shape: &[usize],
         device: StageDevice,
     ) -> Result<Box<dyn InputStage>, EngineError> {
+        if self.slots > 1 {
+            return Err(EngineError::Model(format!(
+                "{}: the model takes a fixed batch of {} images; [preprocess] device = \"{device}\" writes one: \
+                 use device = \"cpu\", or a model exported with batch 1 or a dynamic batch",
+                self.label, self.slots
+            )));
+        }
+        self.current = 0;
         build_stage(self, onnx, input_shape, device)
     }
 }
