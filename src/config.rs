@@ -204,7 +204,8 @@ pub struct EngineConfig {
     /// Intra-op threads for ONNX Runtime (0: its default).
     pub threads: usize,
     /// With several cameras and a model whose batch axis is dynamic: the most cameras' frames
-    /// one run takes (1..=16; 1: one frame per run, cameras in turn).
+    /// one run takes (1..=16; 1: one frame per run, cameras in turn; 0: the engine's measured
+    /// choice, 4 for ONNX Runtime and 1 for tract).
     pub max_batch: usize,
     /// `[engine.tensorrt]`
     pub tensorrt: crate::engine::onnxruntime::TensorRtOptions,
@@ -217,7 +218,7 @@ impl Default for EngineConfig {
             library: PathBuf::new(),
             providers: Provider::ALL.to_vec(),
             threads: 0,
-            max_batch: 4,
+            max_batch: 0,
             tensorrt: Default::default(),
         }
     }
@@ -610,11 +611,14 @@ impl Config {
                     .into(),
             ));
         }
-        if !(1..=16).contains(&self.engine.max_batch) {
+        if self.engine.max_batch > 16 {
             return Err(err(
                 "engine",
                 "max_batch",
-                format!("{} is out of range: allowed 1 to 16 (1: one frame per run)", self.engine.max_batch),
+                format!(
+                    "{} is out of range: allowed 0 (the engine's choice) to 16 (1: one frame per run)",
+                    self.engine.max_batch
+                ),
             ));
         }
         let o = &self.output;

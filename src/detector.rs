@@ -83,8 +83,8 @@ impl Detector {
         let e = &config.engine;
         let options = EngineOptions {
             dynamic_input: (config.model.input_width, config.model.input_height),
-            // A model with a dynamic batch axis is planned for one image per camera at most.
-            max_batch: config.engine.max_batch.min(config.source.0.len()).max(1),
+            max_batch: config.engine.max_batch,
+            cameras: config.source.0.len(),
             ort_library: (!e.library.as_os_str().is_empty()).then(|| e.library.clone()),
             providers: e.providers.clone(),
             threads: e.threads,
@@ -307,9 +307,20 @@ impl Detector {
         for _ in 0..n {
             self.detect(&frame)?;
         }
-        // Every batch size runs once too: tract plans and TensorRT profiles are ready, and the
-        // buffers sized, before the first real batch.
-        for size in 2..=self.max_batch() {
+        Ok(())
+    }
+
+    /// Runs every batch size from 2 to `max` ([`Detector::max_batch`] at most) once, with grey
+    /// frames of `geometry`: TensorRT's engine for each input shape is built, tract's plans run
+    /// and the buffers are sized before the first real batch, not on it.
+    pub fn warm_up_batches(&mut self, max: usize, (format, w, h): (PixelFormat, u32, u32)) -> Result<()> {
+        let mut frame = Frame::empty();
+        frame.width = w;
+        frame.height = h;
+        frame.format = format;
+        encode_rgb(&vec![114; (w as usize) * (h as usize) * 3], w, h, format, &mut frame.data);
+        frame.label = format!("warm-up ({w}x{h} {format})");
+        for size in 2..=max.min(self.max_batch()) {
             self.detect_batch(std::iter::repeat_n(&frame, size))?;
         }
         Ok(())
@@ -384,7 +395,9 @@ mod tests {
         let mut config = Config::default();
         config.model.path = root.join("models/obstacles-v8-batch.onnx");
         config.engine.kind = crate::engine::EngineKind::Tract;
-        // Three cameras: the dynamic batch axis is planned for up to three images.
+        // tract's own choice is one image per run: asked for more, and with three cameras, the
+        // dynamic batch axis is planned for up to three images.
+        config.engine.max_batch = 16;
         config.source.0 = vec![config.source.0[0].clone(); 3];
         let mut d = Detector::from_config(&config).unwrap();
         assert_eq!(d.max_batch(), 3);

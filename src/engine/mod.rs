@@ -119,9 +119,11 @@ pub enum EngineError {
 pub struct EngineOptions {
     /// Input size `(width, height)` to use when the model's input size is not fixed.
     pub dynamic_input: (u32, u32),
-    /// Most images one run may take when the model's batch axis is dynamic (the number of
-    /// cameras, capped by `[engine] max_batch`); 1: one image per run. A fixed batch N is N.
+    /// `[engine] max_batch`: the most images one run may take when the model's batch axis is
+    /// dynamic; 0: the engine's own choice ([`EngineOptions::batch`]). A fixed batch N is N.
     pub max_batch: usize,
+    /// The cameras whose frames may share a run (more images than cameras are never batched).
+    pub cameras: usize,
     /// ONNX Runtime library (`[engine] library`); `None`: `ORT_DYLIB_PATH` or the usual places.
     pub ort_library: Option<std::path::PathBuf>,
     /// ONNX Runtime execution providers, in order of preference.
@@ -154,11 +156,21 @@ impl Default for DlaBoard {
     }
 }
 
+impl EngineOptions {
+    /// The most images per run for a dynamic batch axis: `max_batch`, or `auto` (the engine's
+    /// measured choice) where it is 0, never more than the cameras.
+    pub fn batch(&self, auto: usize) -> usize {
+        let limit = if self.max_batch == 0 { auto } else { self.max_batch };
+        limit.min(self.cameras).max(1)
+    }
+}
+
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             dynamic_input: (640, 640),
-            max_batch: 1,
+            max_batch: 0,
+            cameras: 1,
             ort_library: None,
             providers: Provider::ALL.to_vec(),
             threads: 0,
@@ -223,6 +235,11 @@ pub trait Engine: Send {
     /// [`EngineOptions::max_batch`]; 1 for a model of batch 1.
     fn max_batch(&self) -> usize {
         1
+    }
+
+    /// Whether the model's batch axis is dynamic (whatever [`Engine::max_batch`] was chosen).
+    fn dynamic_batch(&self) -> bool {
+        false
     }
 
     /// Makes the next runs take `n` images (`1..=max_batch`); returns the slots the input and

@@ -32,6 +32,8 @@ pub struct TractEngine {
     current: usize,
     /// A fixed batch N: every run takes N images.
     fixed: bool,
+    /// The model's batch axis is dynamic.
+    dynamic: bool,
     input_shape: [usize; 4],
     output_shape: Vec<usize>,
     metadata: BTreeMap<String, String>,
@@ -127,7 +129,9 @@ impl TractEngine {
         let (h, w) = (dims[2].unwrap_or(dh as usize), dims[3].unwrap_or(dw as usize));
         let batches: Vec<usize> = match dims[0] {
             Some(n) => vec![n],
-            None => (1..=options.max_batch.max(1)).collect(),
+            // tract runs a batch slower per image than one image at a time (docs/cameras.md:
+            // 2 images 2.4x, 4 images 5.8x one image's time): unless asked, one per run.
+            None => (1..=options.batch(1)).collect(),
         };
         let mut plans = Vec::with_capacity(batches.len());
         for &n in &batches {
@@ -145,6 +149,7 @@ impl TractEngine {
             plans,
             current: 0,
             fixed: dims[0].is_some_and(|n| n > 1),
+            dynamic: dims[0].is_none(),
             input_shape: [1, 3, h, w],
             output_shape,
             metadata,
@@ -185,6 +190,10 @@ impl Engine for TractEngine {
 
     fn max_batch(&self) -> usize {
         self.plans.iter().map(|p| p.shape[0]).max().unwrap_or(1)
+    }
+
+    fn dynamic_batch(&self) -> bool {
+        self.dynamic
     }
 
     fn set_batch(&mut self, n: usize) -> Result<usize, EngineError> {

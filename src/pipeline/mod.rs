@@ -31,7 +31,7 @@ use crate::clock::mono_ns;
 use crate::config::Config;
 use crate::detector::{Detector, StageTimes};
 use crate::error::{Error, Result};
-use crate::frame::Frame;
+use crate::frame::{Frame, PixelFormat};
 use crate::hazard::Hazards;
 use crate::power::telemetry::Telemetry;
 use crate::power::{ClockControl, PowerSession};
@@ -70,6 +70,8 @@ pub struct RunSummary {
     pub engine: String,
     /// Where preprocessing ran.
     pub preprocessing: String,
+    /// Each camera's figures over the whole run.
+    pub cameras: Vec<CameraStats>,
 }
 
 /// One camera's counters, shared by its capture thread, inference and the publisher.
@@ -187,8 +189,11 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Reports queued between inference and the publisher at most.
 const REPORTS_QUEUED: usize = 4;
 
+/// Reads one camera into its lane until `stop`, the end of its stream or a lasting error;
+/// `who` starts its log lines (`camera front: ` with several cameras, else nothing).
 fn capture_loop(
     lane: usize,
+    who: String,
     mut src: Box<dyn FrameSource>,
     slot: Arc<LatestSlots<Frame>>,
     all: Arc<Shared>,
@@ -208,7 +213,7 @@ fn capture_loop(
         match src.next_frame(&mut frame) {
             Ok(true) => {
                 if shared.source_fault.lock().map(|f| f.is_some()).unwrap_or(false) {
-                    log::info!("{}: frames are flowing again", src.describe());
+                    log::info!("{who}{}: frames are flowing again", src.describe());
                     set_fault(None);
                     last_log = None;
                 }
@@ -217,20 +222,27 @@ fn capture_loop(
                 frame = slot.put(lane, frame).unwrap_or_else(Frame::empty);
             }
             Ok(false) => {
-                log::info!("{}: end of stream", src.describe());
+                log::info!("{who}{}: end of stream", src.describe());
                 shared.source_ended.store(true, Ordering::Relaxed);
                 break;
             }
             Err(SourceError::Unavailable(m)) | Err(SourceError::Decode(m)) => {
                 // Transient: the camera is away or a frame was bad. Keep going, log now and then.
                 if last_log.is_none_or(|t| t.elapsed() >= FAULT_LOG_INTERVAL) {
-                    log::warn!("{m}");
+                    log::warn!("{who}{m}");
                     last_log = Some(Instant::now());
                 }
                 set_fault(Some(m));
             }
             Err(e) => {
-                log::error!("{}: {e}", src.describe());
+                log::error!(
+                    "{who}{}: {e}; {}",
+                    src.describe(),
+                    match who.is_empty() {
+                        true => "stopping",
+                        false => "this camera stops, the others go on",
+                    }
+                );
                 set_fault(Some(e.to_string()));
                 shared.source_ended.store(true, Ordering::Relaxed);
                 break;
@@ -466,6 +478,14 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     for g in &geometries {
         detector.warm_up_for(3, *g)?;
     }
+    // Batches are laid out by the model's input, not the frames: one geometry warms them all.
+    if many {
+        let (iw, ih) = detector.engine().input_size();
+        detector.warm_up_batches(
+            sources.len(),
+            geometries.first().copied().unwrap_or((PixelFormat::Rgb24, iw, ih)),
+        )?;
+    }
     log::info!(
         "warm-up: 3 runs in {:.0} ms; preprocessing on {}",
         warm.elapsed().as_secs_f64() * 1e3,
@@ -480,6 +500,9 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
                     "[engine] max_batch = 1"
                 } else if detector.engine().max_batch() > 1 {
                     "preprocessing on a device writes one image per run"
+                } else if detector.engine().dynamic_batch() {
+                    "this engine runs frames one by one faster than in batches (docs/cameras.md); \
+                     [engine] max_batch = N batches them anyway"
                 } else {
                     "the model takes one image per run: export it with a dynamic batch axis to batch cameras"
                 }
@@ -545,11 +568,12 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
             true => format!("capture {}", sources[lane].name),
         };
         let stage = name.clone();
+        let who = if many { format!("camera {}: ", sources[lane].name) } else { String::new() };
         let thread = std::thread::Builder::new()
             .name(name.clone())
             .spawn(move || {
                 let _guard = PanicGuard { stage, slot: slot.clone(), stop: stop.clone() };
-                capture_loop(lane, src, slot, shared, stop)
+                capture_loop(lane, who, src, slot, shared, stop)
             })
             .map_err(|e| Error::io(format!("cannot start the {name} thread"), e))?;
         threads.push((name, thread));
@@ -675,7 +699,15 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     if let Some(p) = panicked {
         return Err(Error::Panicked { message: p });
     }
-    Ok(RunSummary { frames, reason, seconds, latency: total, engine: engine_described, preprocessing })
+    Ok(RunSummary {
+        frames,
+        reason,
+        seconds,
+        latency: total,
+        engine: engine_described,
+        preprocessing,
+        cameras: last,
+    })
 }
 
 /// Prints the run's statistics (to stderr, so stdout stays machine-readable).

@@ -606,7 +606,7 @@ fn cameras_share_one_engine_run_when_the_model_has_a_batch_axis() {
     std::fs::write(
         &cfg,
         format!(
-            "{cameras}[model]\npath = \"{}\"\n[engine]\nkind = \"tract\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n",
+            "{cameras}[model]\npath = \"{}\"\n[engine]\nkind = \"tract\"\nmax_batch = 4\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n",
             root().join("models/obstacles-v8-batch.onnx").display()
         ),
     )

@@ -295,3 +295,54 @@ fn rtsp_credentials_come_from_a_file_and_wrong_ones_are_named() {
     assert!(seen.iter().any(|m| m.contains("cannot open the stream")), "{seen:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_unreachable_rtsp_camera_is_named_and_the_other_cameras_keep_being_served() {
+    if !have_gst(false) {
+        return;
+    }
+    let dir = common::fresh_dir("gst", "cameras");
+    let closed = free_port();
+    let cfg = dir.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[source]]\nname = \"sim\"\nuri = \"synthetic://?width=320&height=240&fps=15&format=yuyv\"\n\
+             [[source]]\nname = \"ip\"\nuri = \"rtsp://127.0.0.1:{closed}/cam?timeout_ms=1000\"\n\
+             [model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n",
+            common::repo().join("models/obstacles-v8.onnx").display()
+        ),
+    )
+    .unwrap();
+    let d = common::Daemon::start(&cfg, &[]);
+    let mut c = d.connect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut line = String::new();
+    let stats = loop {
+        assert!(Instant::now() < deadline, "no stats with the RTSP camera unavailable");
+        line.clear();
+        c.read_line(&mut line).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "detections" {
+            assert_eq!(v["camera"], "sim", "{v}");
+        }
+        let ip = v["cameras"].as_array().and_then(|c| c.iter().find(|c| c["name"] == "ip")).cloned();
+        if let Some(ip) = ip.filter(|ip| ip["source"]["state"] == "unavailable") {
+            break (v, ip);
+        }
+    };
+    let (v, ip) = stats;
+    let sim = v["cameras"].as_array().unwrap().iter().find(|c| c["name"] == "sim").unwrap().clone();
+    assert!(
+        ip["source"]["error"].as_str().unwrap().contains(&format!("rtsp://127.0.0.1:{closed}/cam")),
+        "{ip}"
+    );
+    assert_eq!(ip["frames"]["captured"], 0, "{ip}");
+    assert_eq!(sim["source"]["state"], "streaming", "{sim}");
+    assert!(sim["frames"]["processed"].as_u64().unwrap() >= 5, "{sim}");
+    d.signal(libc::SIGTERM);
+    let (code, err) = d.wait(Duration::from_secs(15));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains(&format!("camera ip: rtsp://127.0.0.1:{closed}/cam")), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -116,4 +116,77 @@ wait $pid; rc=$?
 [ $rc -eq 0 ] && ok "SIGTERM: exit 0" || fail "SIGTERM: exit $rc"
 [ ! -e /run/jd.sock ] && ok "socket removed" || fail "socket left behind"
 echo "@@ daemon log:"; sed 's/^/@@   /' /tmp/daemon.log | grep -vE 'client [0-9]+ (connected|left)' | tail -25
+# 5. Several cameras in one daemon: both vivid instances, a synthetic camera and, when the host
+#    shares its GStreamer (jd.rtsp= on the kernel command line), an RTSP camera served by the host.
+#    One inference thread serves them in turn (batching is measured on the host: docs/cameras.md).
+rtsp=$(sed -n 's/.*jd\.rtsp=\([^ ]*\).*/\1/p' /proc/cmdline)
+cat >/jd/cams.toml <<EOF
+[[source]]
+name = "left"
+uri = "v4l2:///dev/video0?width=320&height=240&fps=15&format=yuyv&timeout_ms=2000"
+[[source]]
+name = "right"
+uri = "v4l2:///dev/video1?width=320&height=240&fps=15&format=nv12&timeout_ms=2000"
+[[source]]
+name = "sim"
+uri = "synthetic://?width=320&height=240&fps=10&format=yuyv&seed=3"
+[model]
+path = "/jd/obstacles-v8-batch.onnx"
+[latency]
+stale_ms = 60000
+[output]
+socket = "/run/jd2.sock"
+stats_interval_s = 5
+EOF
+cams="left right sim"
+if [ -n "$rtsp" ]; then
+    ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 \
+        && ok "network up: the host is 10.0.2.2" || fail "guest network"
+    mkdir -p /usr && mount -t 9p -o trans=virtio,version=9p2000.L,ro hostusr /usr \
+        && ok "the host's /usr mounted read-only (9p)" || fail "mount the host's /usr over 9p"
+    # Only the plugins an RTSP H.264 camera needs: the registry is built in seconds, not minutes.
+    mkdir -p /tmp/gst
+    for p in coreelements rtsp rtpmanager rtp udp tcp videoparsersbad playback typefindfunctions openh264 libav \
+            videoconvertscale gdp; do
+        f=/usr/lib/x86_64-linux-gnu/gstreamer-1.0/libgst$p.so
+        [ -e $f ] && ln -s $f /tmp/gst/
+    done
+    export GST_PLUGIN_SYSTEM_PATH_1_0=/tmp/gst GST_REGISTRY_1_0=/tmp/gst-registry.bin HOME=/tmp
+    export PATH=/bin:/usr/bin LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/lib/x86_64-linux-gnu
+    gst-inspect-1.0 rtspsrc >/tmp/gst-inspect.txt 2>&1 && ok "gst-inspect-1.0 rtspsrc in the guest at $(up) s" \
+        || fail "the host's GStreamer in the guest: $(tail -3 /tmp/gst-inspect.txt | tr '\n' ' ')"
+    printf '[[source]]\nname = "ip"\nuri = "%s?timeout_ms=30000"\n' "$rtsp" >>/jd/cams.toml
+    cams="$cams ip"
+fi
+jetdetect run --config /jd/cams.toml >/tmp/cams.out 2>/tmp/cams.log &
+pid=$!
+# Loading the model's plans and warming every camera's geometry and batch take a while under TCG.
+i=0; while [ ! -S /run/jd2.sock ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i + 1)); done
+[ -S /run/jd2.sock ] || { fail "several cameras: the socket did not appear"; tail -20 /tmp/cams.log; finish; }
+# tract (no ONNX Runtime in the VM) runs the cameras in turn, its measured choice (docs/cameras.md).
+grep -q 'inference: one camera per engine run, in turn' /tmp/cams.log \
+    && ok "$(grep -o 'inference: one camera per engine run, in turn' /tmp/cams.log)" \
+    || fail "scheduling: $(grep 'inference:' /tmp/cams.log)"
+timeout 240 jetdetect watch --socket /run/jd2.sock --json >/tmp/watch5.txt 2>&1 &
+wpid=$!
+# Under emulation a batch takes seconds: wait until every camera has 3 frames published, then for
+# the stats message after that (the host reads it: tests/vm/vivid.sh).
+i=0; done5=0
+while [ $i -lt 200 ] && [ $done5 -eq 0 ]; do
+    sleep 1; i=$((i + 1)); done5=1
+    for c in $cams; do [ "$(grep -c "\"camera\":\"$c\"" /tmp/watch5.txt)" -ge 3 ] || done5=0; done
+done
+n=$(grep -c '"type":"stats"' /tmp/watch5.txt)
+j=0; while [ "$(grep -c '"type":"stats"' /tmp/watch5.txt)" -le "$n" ] && [ $j -lt 30 ]; do sleep 1; j=$((j + 1)); done
+kill $wpid 2>/dev/null
+for c in $cams; do
+    k=$(grep '"type":"detections"' /tmp/watch5.txt | grep -c "\"camera\":\"$c\"")
+    [ "$k" -ge 3 ] && ok "camera $c: $k frames published" || fail "camera $c: $k frames published in $i s"
+done
+echo "@@ cameras-stats $(grep '"type":"stats"' /tmp/watch5.txt | tail -1)"
+kill -TERM $pid
+i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+wait $pid; rc=$?
+[ $rc -eq 0 ] && ok "several cameras: SIGTERM: exit 0" || fail "several cameras: SIGTERM: exit $rc"
+echo "@@ several-cameras daemon log:"; sed 's/^/@@   /' /tmp/cams.log | grep -vE 'client [0-9]+ (connected|left)' | tail -25
 finish

@@ -164,6 +164,9 @@ pub struct BenchReport {
     pub client_lines: Vec<u64>,
     /// Clients that were connected and never read.
     pub stalled_clients: usize,
+    /// Pipeline mode: each camera's figures over the run (its frames, rates, latency).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cameras: Vec<jetdetect::pipeline::report::CameraStats>,
 }
 
 impl BenchReport {
@@ -328,6 +331,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         rss_trace: sampler.trace,
         client_lines: Vec::new(),
         stalled_clients: 0,
+        cameras: Vec::new(),
     })
 }
 
@@ -449,6 +453,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         rss_trace: std::mem::take(&mut seen.sampler.trace),
         client_lines,
         stalled_clients: options.stalled,
+        cameras: summary.cameras.clone(),
     })
 }
 
