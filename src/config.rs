@@ -325,54 +325,41 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The 1-based line of `key` in `[section]` of a TOML text, found by a plain scan
-/// (the forms this project's configs use: `[section]` headers and `key = value`).
-fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut in_section = false;
+/// The 1-based line of the first `key = ...` in a table that `in_table` accepts; it is called
+/// with each table header's name (`source` for `[source]` and `[[source]]`), in order.
+fn find_key(text: &str, key: &str, mut in_table: impl FnMut(&str) -> bool) -> Option<usize> {
+    let mut inside = false;
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.starts_with('[') {
-            in_section = t.trim_start_matches('[').trim_end_matches(']').trim() == section;
+            inside = in_table(t.trim_start_matches('[').trim_end_matches(']').trim());
             continue;
         }
-        if in_section {
-            if let Some(rest) = t.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    return Some(i + 1);
-                }
-            }
+        if inside && t.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')) {
+            return Some(i + 1);
         }
     }
     None
+}
+
+/// The 1-based line of `key` in `[section]` of a TOML text, found by a plain scan
+/// (the forms this project's configs use: `[section]` headers and `key = value`).
+fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
+    find_key(text, key, |name| name == section)
 }
 
 /// The 1-based line of `key` in the `index`-th `[[section]]` entry (or the `[section]` table),
 /// or in its sub-table `[section.sub]`.
 fn locate_entry(text: &str, section: &str, index: usize, sub: Option<&str>, key: &str) -> Option<usize> {
     let mut entries = 0usize;
-    let mut in_section = false;
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            let name = t.trim_start_matches('[').trim_end_matches(']').trim();
-            if name == section {
-                entries += 1;
-                in_section = entries == index + 1 && sub.is_none();
-            } else {
-                let inner = name.strip_prefix(section).and_then(|r| r.strip_prefix('.'));
-                in_section = entries == index + 1 && inner.is_some() && inner == sub;
-            }
-            continue;
+    find_key(text, key, |name| {
+        if name == section {
+            entries += 1;
+            return entries == index + 1 && sub.is_none();
         }
-        if in_section {
-            if let Some(rest) = t.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    return Some(i + 1);
-                }
-            }
-        }
-    }
-    None
+        let inner = name.strip_prefix(section).and_then(|r| r.strip_prefix('.'));
+        entries == index + 1 && inner.is_some() && inner == sub
+    })
 }
 
 /// The first symbolic link on the way to `path` that sits inside `dir`. Each link is

@@ -297,13 +297,8 @@ impl Detector {
     /// Like [`Detector::warm_up`], with grey frames of the format and size the
     /// source will deliver: accelerator graphs and their TensorRT engines are
     /// built now, before the service reports ready, not on the first frame.
-    pub fn warm_up_for(&mut self, n: usize, (format, w, h): (PixelFormat, u32, u32)) -> Result<()> {
-        let mut frame = Frame::empty();
-        frame.width = w;
-        frame.height = h;
-        frame.format = format;
-        encode_rgb(&vec![114; (w as usize) * (h as usize) * 3], w, h, format, &mut frame.data);
-        frame.label = format!("warm-up ({w}x{h} {format})");
+    pub fn warm_up_for(&mut self, n: usize, geometry: (PixelFormat, u32, u32)) -> Result<()> {
+        let frame = grey_frame(geometry);
         for _ in 0..n {
             self.detect(&frame)?;
         }
@@ -313,13 +308,8 @@ impl Detector {
     /// Runs every batch size from 2 to `max` ([`Detector::max_batch`] at most) once, with grey
     /// frames of `geometry`: TensorRT's engine for each input shape is built, tract's plans run
     /// and the buffers are sized before the first real batch, not on it.
-    pub fn warm_up_batches(&mut self, max: usize, (format, w, h): (PixelFormat, u32, u32)) -> Result<()> {
-        let mut frame = Frame::empty();
-        frame.width = w;
-        frame.height = h;
-        frame.format = format;
-        encode_rgb(&vec![114; (w as usize) * (h as usize) * 3], w, h, format, &mut frame.data);
-        frame.label = format!("warm-up ({w}x{h} {format})");
+    pub fn warm_up_batches(&mut self, max: usize, geometry: (PixelFormat, u32, u32)) -> Result<()> {
+        let frame = grey_frame(geometry);
         for size in 2..=max.min(self.max_batch()) {
             self.detect_batch(std::iter::repeat_n(&frame, size))?;
         }
@@ -361,6 +351,17 @@ impl Detector {
     pub fn letterbox(&self) -> Option<Letterbox> {
         self.letterbox
     }
+}
+
+/// A grey frame (ultralytics' letterbox grey, 114) of `geometry`, for warm-up runs.
+fn grey_frame((format, w, h): (PixelFormat, u32, u32)) -> Frame {
+    let mut frame = Frame::empty();
+    frame.width = w;
+    frame.height = h;
+    frame.format = format;
+    encode_rgb(&vec![114; (w as usize) * (h as usize) * 3], w, h, format, &mut frame.data);
+    frame.label = format!("warm-up ({w}x{h} {format})");
+    frame
 }
 
 /// Generates the preprocessing graph for frames of `geometry` and has the engine compile it.

@@ -44,7 +44,8 @@ fn pipeline_thread() -> bool {
     PIPELINE.with(|p| {
         if p.get() == 0 {
             p.set(2); // provisional: should the lookup allocate, this is not re-entered
-            let yes = matches!(std::thread::current().name(), Some("capture" | "inference"));
+            // With several cameras each capture thread is "capture <camera>".
+            let yes = matches!(std::thread::current().name(), Some(n) if n == "capture" || n == "inference" || n.starts_with("capture "));
             p.set(if yes { 1 } else { 2 });
         }
         p.get() == 1
@@ -390,6 +391,46 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     assert!(run.lines > TO, "the client read every message: {}", run.lines);
     assert!(datagrams > TO, "the MAVLink peer got every frame's obstacles: {datagrams}");
     assert_eq!(n, 0, "allocations in {} steady-state frames of the whole daemon:\n{}", TO - FROM, traced());
+}
+
+/// Three cameras whose newest frames go through one engine run (a dynamic batch axis, ONNX
+/// Runtime's choice of up to four per run), each with its own hazard layer: the whole daemon
+/// still makes no allocation per frame.
+#[test]
+fn several_cameras_batched_allocate_nothing_per_frame() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut config) = daemon_config("cameras") else { return };
+    config.model.path = model().with_file_name("obstacles-v8-batch.onnx");
+    let first = config.source.0[0].clone();
+    config.source.0 = ["yuyv", "nv12", "rgb24"]
+        .iter()
+        .enumerate()
+        .map(|(i, format)| jetdetect::config::SourceConfig {
+            name: format!("c{i}"),
+            uri: format!(
+                "synthetic://?width=640&height=480&fps=0&format={format}&objects=6&seed={}&approach=2",
+                9 + i
+            ),
+            ..first.clone()
+        })
+        .collect();
+    let run = count_daemon(&config, false);
+    let n = run.allocations;
+    let per_camera: Vec<u64> = run.summary.cameras.iter().map(|c| c.frames.processed).collect();
+    eprintln!(
+        "allocations in the whole daemon over frames {FROM}..{TO}, three cameras batched (ONNX Runtime CPU): {n}; \
+         processed per camera {per_camera:?}, client read {} lines",
+        run.lines
+    );
+    assert!(run.lines > TO, "the client read every message: {}", run.lines);
+    assert!(per_camera.iter().all(|&p| p > 20), "every camera served: {per_camera:?}");
+    assert_eq!(
+        n,
+        0,
+        "allocations in {} steady-state frames of three batched cameras:\n{}",
+        TO - FROM,
+        traced()
+    );
 }
 
 /// With the ROS 2 output on, the pipeline's threads (capture, inference, publisher) still make

@@ -146,17 +146,27 @@ fn runtime_versions(library: &Path, used: &[Provider]) -> BTreeMap<String, Strin
     v
 }
 
+/// What the TensorRT provider is set up with for one session.
+struct TrtSetup<'a> {
+    /// `[engine.tensorrt]`.
+    options: &'a TensorRtOptions,
+    /// Names the model (and batch) in the engine cache.
+    key: &'a str,
+    /// The batch sizes one engine serves, for a dynamic batch axis.
+    profile: Option<&'a BatchProfile>,
+}
+
 /// Creates a session builder with the providers in `providers` (in order of
 /// preference) and returns it with the names of those the library accepted.
 fn session_builder(
     env: &'static ort::environment::Environment,
     library: &Path,
     providers: &[Provider],
-    tensorrt_options: &TensorRtOptions,
-    key: &str,
+    trt_setup: TrtSetup<'_>,
     threads: usize,
     dla_board: &DlaBoard,
 ) -> Result<(ort::session::builder::SessionBuilder, Vec<Provider>), EngineError> {
+    let TrtSetup { options: tensorrt_options, key, profile } = trt_setup;
     let err = |what: &str, source: ort::Error| EngineError::Ort {
         context: format!("{}: {what}", library.display()),
         source,
@@ -180,7 +190,7 @@ fn session_builder(
                     check_dla(core, trt.as_deref(), dla_board)?;
                 }
                 let versions = cache_versions(trt.as_deref(), library);
-                let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions)?;
+                let (dispatch, cache) = tensorrt(tensorrt_options, key, &versions, profile)?;
                 note = cache;
                 dispatch
             }
@@ -228,17 +238,25 @@ impl OrtEngine {
         let library = find_library(options.ort_library.as_deref())?;
         let env = environment(&library)?;
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read { path: path.into(), source })?;
-        let key = model_key(&bytes);
         let model_err = |what: &str, source: ort::Error| EngineError::Ort {
             context: format!("{}: {what}", path.display()),
             source,
+        };
+        // A dynamic batch axis run with several cameras: TensorRT builds one engine for every
+        // batch size (and its cache file says for how many).
+        let profile = match options.providers.contains(&Provider::TensorRt) {
+            true => batch_profile(&bytes, options.batch(4), options.dynamic_input),
+            false => None,
+        };
+        let key = match &profile {
+            Some(_) => format!("{}_b{}", model_key(&bytes), options.batch(4)),
+            None => model_key(&bytes),
         };
         let (mut builder, used) = session_builder(
             env,
             &library,
             &options.providers,
-            &options.tensorrt,
-            &key,
+            TrtSetup { options: &options.tensorrt, key: &key, profile: profile.as_ref() },
             options.threads,
             &options.dla,
         )?;

@@ -92,8 +92,7 @@ pub(super) fn build_stage(
         engine.env,
         &engine.library,
         &engine.used,
-        &trt,
-        &key,
+        TrtSetup { options: &trt, key: &key, profile: None },
         engine.options.threads,
         &engine.options.dla,
     )?;

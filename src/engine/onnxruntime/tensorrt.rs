@@ -209,6 +209,52 @@ pub enum DlaUnavailable {
     },
 }
 
+/// TensorRT's optimisation profile for a model with a dynamic batch axis: the input shapes its
+/// engine is built for (`trt_profile_{min,opt,max}_shapes`), one to `max` images, tuned for
+/// `max` (the shape under load). Without one, TensorRT would rebuild its engine for each new
+/// batch size it meets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchProfile {
+    /// `input:1xCxHxW`.
+    pub min: String,
+    /// `input:NxCxHxW`.
+    pub max: String,
+}
+
+/// The profile for `onnx` run with up to `max` images, when its first input's batch axis is
+/// dynamic (`None` otherwise, or for `max` 1); `size` is `[model] input_width/height`, for a
+/// model whose height and width are dynamic too.
+pub fn batch_profile(onnx: &[u8], max: usize, (w, h): (u32, u32)) -> Option<BatchProfile> {
+    use prost::Message;
+    use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+    if max < 2 {
+        return None;
+    }
+    let model = tract_onnx::pb::ModelProto::decode(onnx).ok()?;
+    let graph = model.graph?;
+    let input = graph.input.iter().find(|i| !graph.initializer.iter().any(|t| t.name == i.name))?;
+    let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) = input.r#type.as_ref()?.value.as_ref() else {
+        return None;
+    };
+    let dims: Vec<Option<i64>> = t
+        .shape
+        .as_ref()?
+        .dim
+        .iter()
+        .map(|d| match d.value {
+            Some(Value::DimValue(v)) if v > 0 => Some(v),
+            _ => None,
+        })
+        .collect();
+    if dims.len() != 4 || dims[0].is_some() {
+        return None;
+    }
+    let c = dims[1].unwrap_or(3);
+    let (h, w) = (dims[2].unwrap_or(h as i64), dims[3].unwrap_or(w as i64));
+    let shape = |n: usize| format!("{}:{n}x{c}x{h}x{w}", input.name);
+    Some(BatchProfile { min: shape(1), max: shape(max) })
+}
+
 /// The TensorRT provider with `opts`; `key` names the model (its hash) and the
 /// runtime versions, so a cached engine is reused only for the same model,
 /// precision, device (DLA core or GPU), TensorRT and ONNX Runtime. (ONNX Runtime
@@ -217,11 +263,19 @@ pub(super) fn tensorrt(
     opts: &TensorRtOptions,
     key: &str,
     versions: &str,
+    profile: Option<&BatchProfile>,
 ) -> Result<(ep::ExecutionProviderDispatch, Option<String>), EngineError> {
     let mut trt = ep::TensorRT::default()
         .with_builder_optimization_level(opts.builder_optimization_level)
         .with_max_workspace_size(opts.workspace_mib << 20)
         .with_cuda_graph(opts.cuda_graph);
+    if let Some(p) = profile {
+        log::info!("TensorRT: one engine for batches of {} to {}", p.min, p.max);
+        trt = trt
+            .with_profile_min_shapes(&p.min)
+            .with_profile_opt_shapes(&p.max)
+            .with_profile_max_shapes(&p.max);
+    }
     match &opts.precision {
         Precision::Fp16 => trt = trt.with_fp16(true),
         Precision::Fp32 => {}
@@ -362,6 +416,21 @@ pub(super) fn report_dla_placement(lines: Vec<String>, trt: &TensorRtOptions, ke
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dynamic_batch_gets_one_profile_from_one_image_to_the_cameras() {
+        let model = |m: &str| {
+            std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m)).unwrap()
+        };
+        let batch = model("obstacles-v8-batch.onnx");
+        assert_eq!(
+            batch_profile(&batch, 4, (640, 640)),
+            Some(BatchProfile { min: "images:1x3x256x256".into(), max: "images:4x3x256x256".into() })
+        );
+        assert_eq!(batch_profile(&batch, 1, (640, 640)), None, "one camera: no profile");
+        assert_eq!(batch_profile(&model("obstacles-v8.onnx"), 4, (640, 640)), None, "batch fixed at 1");
+        assert_eq!(batch_profile(b"not a model", 4, (640, 640)), None);
+    }
 
     #[test]
     fn dla_is_checked_against_the_board_and_the_tensorrt_version() {
