@@ -117,6 +117,11 @@ for name in want:
         bad.append(f"{name}: newest frame {c['frame_age_ms']} ms old")
 if sorted(cams) != sorted(want):
     bad.append(f"cameras {sorted(cams)}, want {sorted(want)}")
+# Served in turn: no camera falls behind the others by more than a turn or two (the RTSP camera
+# may join a turn late while its stream starts).
+done = [cams[n]["frames"]["processed"] for n in want if n in cams]
+if done and max(done) - min(done) > 2:
+    bad.append(f"not served in turn: processed {dict(zip(want, done))}")
 if bad:
     sys.exit("vivid.sh: several cameras: " + "; ".join(bad))
 print(f"vivid.sh: {len(want)} cameras in one daemon, every one served")
