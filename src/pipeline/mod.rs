@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! capture thread, per camera ──put──► LatestSlots (1 frame per camera, newest wins)
-//!       ▲                                   │ take_next: the cameras in turn
+//!       ▲                                   │ take_ready: the cameras in turn (several per run: a batch)
 //!       │                                   ▼
 //!       └── frame buffers recycled ◄── inference thread (one Detector; one Hazards per camera)
 //!                                           │ FrameReport (bounded channel)

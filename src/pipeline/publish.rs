@@ -170,11 +170,6 @@ impl Publisher {
         (age > self.stale[camera]).then_some(age)
     }
 
-    /// The number of cameras.
-    pub fn cameras(&self) -> usize {
-        self.newest.len()
-    }
-
     /// Opens every output ([`Output::open`]).
     pub fn open(&mut self) -> Result<()> {
         for o in &mut self.outputs {
@@ -237,15 +232,9 @@ impl Publisher {
                 }
             }
         }
-        if self.blind.as_slice() != health.blind {
-            self.blind.clear();
-            self.blind.extend_from_slice(health.blind);
-        } else {
-            // Same cameras, same reasons: only the ages moved on.
-            for (o, b) in self.blind.iter_mut().zip(health.blind) {
-                o.for_ms = b.for_ms;
-            }
-        }
+        // Only while a camera is blind: its notice is copied (the ages move on each turn).
+        self.blind.clear();
+        self.blind.extend_from_slice(health.blind);
         let blind_notice = !health.blind.is_empty()
             && (newly_blind || self.blind_noticed.is_none_or(|t| t.elapsed() >= health.stale));
         match (health.blind.is_empty(), blind_notice) {
