@@ -390,6 +390,72 @@ fn build_stage(
 mod tests {
     use super::*;
 
+    /// Three frames of three scenes, formats and sizes.
+    fn synthetic_frames() -> Vec<Frame> {
+        [("yuyv", 640, 480, 1), ("nv12", 320, 240, 2), ("rgb24", 800, 600, 3)]
+            .iter()
+            .map(|(format, w, h, seed)| {
+                let uri =
+                    format!("synthetic://?width={w}&height={h}&fps=0&format={format}&seed={seed}&objects=5");
+                let mut src = crate::source::open(&uri).unwrap();
+                let mut f = Frame::empty();
+                assert!(src.next_frame(&mut f).unwrap());
+                f
+            })
+            .collect()
+    }
+
+    fn same(got: &[Detection], want: &[Detection], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (g, w) in got.iter().zip(want) {
+            let close = |a: f32, b: f32| (a - b).abs() < 1e-3;
+            let ok =
+                g.class_id == w.class_id && close(g.score, w.score) && close(g.x1, w.x1) && close(g.y2, w.y2);
+            assert!(ok, "{what}: {g:?} {w:?}");
+        }
+    }
+
+    #[test]
+    fn a_model_with_a_fixed_batch_runs_all_its_slots_and_decodes_the_frames_given() {
+        use prost::Message;
+        use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        // The dynamic model with its batch fixed at 2, as an export with batch=2 would be.
+        let bytes = std::fs::read(root.join("models/obstacles-v8-batch.onnx")).unwrap();
+        let mut model = tract_onnx::pb::ModelProto::decode(&*bytes).unwrap();
+        let graph = model.graph.as_mut().unwrap();
+        for v in graph.input.iter_mut().chain(graph.output.iter_mut()) {
+            let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+                v.r#type.as_mut().unwrap().value.as_mut()
+            else {
+                panic!("{} is not a tensor", v.name)
+            };
+            t.shape.as_mut().unwrap().dim[0].value = Some(Value::DimValue(2));
+        }
+        let path = std::env::temp_dir().join(format!("jetdetect-fixed2-{}.onnx", std::process::id()));
+        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        let detector = |path: &std::path::Path| {
+            let mut config = Config::default();
+            config.model.path = path.to_path_buf();
+            config.engine.kind = crate::engine::EngineKind::Tract;
+            Detector::from_config(&config).unwrap()
+        };
+        let mut one = detector(&root.join("models/obstacles-v8.onnx"));
+        let mut two = detector(&path);
+        let _ = std::fs::remove_file(&path);
+        // A fixed batch is the model's, whatever the cameras: one camera's frames run in slot 0.
+        assert_eq!((one.max_batch(), two.max_batch()), (1, 2));
+        let frames = synthetic_frames();
+        let alone: Vec<Vec<Detection>> = frames.iter().map(|f| one.detect(f).unwrap().to_vec()).collect();
+        for (i, f) in frames.iter().enumerate() {
+            same(two.detect(f).unwrap(), &alone[i], &format!("one frame in a batch of 2, frame {i}"));
+        }
+        two.detect_batch(frames[..2].iter()).unwrap();
+        same(two.batch_result(0).unwrap(), &alone[0], "slot 0 of 2");
+        same(two.batch_result(1).unwrap(), &alone[1], "slot 1 of 2");
+        assert!(two.detect_batch(frames.iter()).is_err(), "three frames, two slots");
+    }
+
     #[test]
     fn a_batch_gives_each_frame_what_it_gets_alone() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -402,29 +468,13 @@ mod tests {
         config.source.0 = vec![config.source.0[0].clone(); 3];
         let mut d = Detector::from_config(&config).unwrap();
         assert_eq!(d.max_batch(), 3);
-        let frames: Vec<Frame> = [("yuyv", 640, 480, 1), ("nv12", 320, 240, 2), ("rgb24", 800, 600, 3)]
-            .iter()
-            .map(|(format, w, h, seed)| {
-                let uri =
-                    format!("synthetic://?width={w}&height={h}&fps=0&format={format}&seed={seed}&objects=5");
-                let mut src = crate::source::open(&uri).unwrap();
-                let mut f = Frame::empty();
-                assert!(src.next_frame(&mut f).unwrap());
-                f
-            })
-            .collect();
+        let frames = synthetic_frames();
         let alone: Vec<Vec<Detection>> = frames.iter().map(|f| d.detect(f).unwrap().to_vec()).collect();
         assert!(alone.iter().all(|a| a.len() >= 3), "{alone:?}");
         for n in [2, 3] {
             d.detect_batch(frames[..n].iter()).unwrap();
             for (i, want) in alone[..n].iter().enumerate() {
-                let got = d.batch_result(i).unwrap();
-                assert_eq!(got.len(), want.len(), "batch of {n}, frame {i}");
-                for (g, w) in got.iter().zip(want) {
-                    assert_eq!(g.class_id, w.class_id);
-                    let close = |a: f32, b: f32| (a - b).abs() < 1e-3;
-                    assert!(close(g.score, w.score) && close(g.x1, w.x1) && close(g.y2, w.y2), "{g:?} {w:?}");
-                }
+                same(d.batch_result(i).unwrap(), want, &format!("batch of {n}, frame {i}"));
             }
         }
         // A frame that cannot be preprocessed fails alone; the others keep their detections.

@@ -388,6 +388,17 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
             same(ort.batch_result(i).unwrap(), want, &format!("onnxruntime, batch of {n}, camera {i}"));
         }
     }
+    // The same network with its batch fixed at 2 (an export with batch=2): every run has two
+    // slots; one frame runs in the first, two fill both.
+    let fixed = fixed_batch_model(2);
+    let mut two = Detector::from_config(&config("onnxruntime", &lib, fixed.to_str().unwrap())).unwrap();
+    assert_eq!(two.max_batch(), 2);
+    same(two.detect(&frames[2]).unwrap(), &alone[2], "onnxruntime, fixed batch 2, one frame");
+    two.detect_batch(frames[..2].iter()).unwrap();
+    for (i, want) in alone[..2].iter().enumerate() {
+        same(two.batch_result(i).unwrap(), want, &format!("onnxruntime, fixed batch 2, slot {i}"));
+    }
+    let _ = std::fs::remove_file(&fixed);
     // `[engine] max_batch = 1`: one camera per run, in turn.
     c.engine.max_batch = 1;
     assert_eq!(Detector::from_config(&c).unwrap().max_batch(), 1);
@@ -397,4 +408,24 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     let mut gpu = Detector::from_config(&c).unwrap();
     assert_eq!(gpu.max_batch(), 1);
     same(gpu.detect(&frames[0]).unwrap(), &alone[0], "device preprocessing, one image");
+}
+
+/// `models/obstacles-v8-batch.onnx` with its batch axis fixed at `n`, written to a temporary file.
+fn fixed_batch_model(n: i64) -> PathBuf {
+    use prost::Message;
+    use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+    let bytes = std::fs::read(root().join("models/obstacles-v8-batch.onnx")).unwrap();
+    let mut model = tract_onnx::pb::ModelProto::decode(&*bytes).unwrap();
+    let graph = model.graph.as_mut().unwrap();
+    for v in graph.input.iter_mut().chain(graph.output.iter_mut()) {
+        let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+            v.r#type.as_mut().unwrap().value.as_mut()
+        else {
+            panic!("{} is not a tensor", v.name)
+        };
+        t.shape.as_mut().unwrap().dim[0].value = Some(Value::DimValue(n));
+    }
+    let path = std::env::temp_dir().join(format!("jetdetect-it-fixed{n}-{}.onnx", std::process::id()));
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
 }
