@@ -146,7 +146,13 @@ impl Camera {
         let (f, d) = (f * cp + d * sp, -f * sp + d * cp);
         let (sy, cy) = self.yaw.sin_cos();
         let (f, r) = (f * cy - r * sy, f * sy + r * cy);
-        Bearing { azimuth_deg: r.atan2(f).to_degrees(), elevation_deg: (-d).atan2(f.hypot(r)).to_degrees() }
+        // Continuous across the camera's view: the branch of the angle nearest its yaw, so a
+        // camera looking backwards sees 150..210 degrees, not 150..180 then -180..-150 (its
+        // zones and MAVLink sectors run left to right like any other camera's).
+        let yaw = self.yaw.to_degrees();
+        let turn = r.atan2(f).to_degrees() - yaw;
+        let azimuth_deg = yaw + turn - 360.0 * (turn / 360.0).round();
+        Bearing { azimuth_deg, elevation_deg: (-d).atan2(f.hypot(r)).to_degrees() }
     }
 
     /// The azimuth of image column `u`, read along the row of the principal point.
@@ -188,6 +194,16 @@ mod tests {
         assert!(close(b.azimuth_deg, 30.0) && close(b.elevation_deg, -10.0), "{b:?}");
         let (l, r) = turned.horizontal_span();
         assert!(l < -14.0 && r > 74.0 && close(turned.azimuth(320.0), 30.0), "{l} {r}");
+
+        // Looking backwards (or nearly): the view's azimuths run on through 180 degrees, left to
+        // right, instead of jumping to -180.
+        for (yaw, centre) in [(180.0, 180.0), (-180.0, -180.0), (-170.0, -170.0), (170.0, 170.0)] {
+            let back =
+                Camera::new(&CameraConfig { hfov_deg: 60.0, yaw_deg: yaw, ..Default::default() }, 640, 480);
+            let (l, r) = back.horizontal_span();
+            assert!(close(l, centre - 30.0) && close(r, centre + 30.0), "yaw {yaw}: {l} {r}");
+            assert!(close(back.azimuth(320.0), centre), "yaw {yaw}");
+        }
 
         // Calibrated intrinsics win over the field of view.
         let cal = CameraConfig { fx: Some(500.0), fy: Some(520.0), cx: Some(300.0), ..Default::default() };

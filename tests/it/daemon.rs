@@ -497,7 +497,7 @@ fn several_cameras_are_served_in_turn_and_one_that_is_gone_does_not_stop_the_oth
         format!(
             "[[source]]\nname = \"front\"\nuri = \"synthetic://?width=640&height=480&fps=60&format=yuyv&seed=1\"\n\
              [[source]]\nname = \"rear\"\nuri = \"synthetic://?width=320&height=240&fps=5&format=rgb&seed=2\"\n\
-             stale_ms = 1500\n\
+             stale_ms = 1500\n[source.camera]\nyaw_deg = 180.0\n\
              [[source]]\nname = \"gone\"\nuri = \"v4l2:///dev/video-none-jd?timeout_ms=200\"\n\
              [model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n\
              [hazards]\nenabled = true\n",
@@ -536,7 +536,14 @@ fn several_cameras_are_served_in_turn_and_one_that_is_gone_does_not_stop_the_oth
                 );
                 blind_notices += 1;
             }
-            "hazards" => assert_ne!(v["camera"], "gone", "{v}"),
+            "hazards" => {
+                // Each camera's own mounting: the rear one looks backwards, its view running on
+                // through 180 degrees (62.2 wide, the default field of view).
+                let fov = (v["fov_deg"][0].as_f64().unwrap(), v["fov_deg"][1].as_f64().unwrap());
+                let want = if v["camera"] == "rear" { (148.9, 211.1) } else { (-31.1, 31.1) };
+                assert_ne!(v["camera"], "gone", "{v}");
+                assert!((fov.0 - want.0).abs() < 0.01 && (fov.1 - want.1).abs() < 0.01, "{v}");
+            }
             "stats" => stats.push(v),
             _ => {}
         }
