@@ -720,6 +720,18 @@ impl Config {
     /// is built without starting it) and its overrides. Errors name the entry.
     fn validate_sources(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
         let many = self.source.0.len() > 1;
+        // A V4L2 node streams to one reader and Argus gives a sensor to one session: the device
+        // each entry takes, to refuse a second entry taking it too.
+        let device = |uri: &str| {
+            let u = SourceUri::parse(uri).ok()?;
+            match u.scheme.as_str() {
+                "v4l2" if u.location != "auto" && !u.location.is_empty() => {
+                    Some(format!("v4l2://{}", u.location))
+                }
+                "csi" => Some(format!("csi://{}", u.location)),
+                _ => None,
+            }
+        };
         for (i, s) in self.source.0.iter().enumerate() {
             let err = |sub: Option<&str>, key: &str, message: String| {
                 let section = match sub {
@@ -762,6 +774,21 @@ impl Config {
                         j + 1
                     ),
                 ));
+            }
+            if let Some(d) = device(&s.uri) {
+                if let Some(j) = self.source.0[..i].iter().position(|o| device(&o.uri).as_deref() == Some(&d))
+                {
+                    return Err(err(
+                        None,
+                        "uri",
+                        format!(
+                            "{d} is already the camera of [[source]] #{} ('{}'): a camera streams to one reader; \
+                             give each entry its own device",
+                            j + 1,
+                            self.source.0[j].name
+                        ),
+                    ));
+                }
             }
             if let Some(ms) = s.stale_ms {
                 let bound = LatencyConfig { stale_ms: ms, ..LatencyConfig::default() };
@@ -946,6 +973,17 @@ mod tests {
             parse("[[source]]\nname = \"a\"\n[hazards]\nenabled = true\n[output.mavlink]\ncamera = \"b\"\n")
                 .unwrap_err();
         assert!(e.message.contains("'b' is not a camera of this config: use one of a"), "{e}");
+        let e = parse(
+            "[[source]]\nname = \"a\"\nuri = \"v4l2:///dev/video0?format=yuyv\"\n\
+             [[source]]\nname = \"b\"\nuri = \"v4l2:///dev/video0?format=nv12\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("v4l2:///dev/video0 is already the camera of [[source]] #1 ('a')"), "{e}");
+        let e = parse("[[source]]\nuri = \"csi://0\"\n[[source]]\nuri = \"csi://0?width=640&height=480\"\n")
+            .unwrap_err();
+        assert!(e.message.contains("csi://0 is already the camera of [[source]] #1 ('cam0')"), "{e}");
+        parse("[[source]]\nuri = \"csi://0\"\n[[source]]\nuri = \"csi://1\"\n").unwrap();
     }
 
     #[test]
