@@ -35,10 +35,10 @@ install -m 0644 systemd/cameras.conf "$pkg/usr/share/jetdetect/systemd/cameras.c
 sed 's|^uri = "synthetic://[^"]*"|uri = "v4l2://auto"|' configs/jetdetect.toml >"$pkg/etc/jetdetect/jetdetect.toml"
 grep -q '^uri = "v4l2://auto"' "$pkg/etc/jetdetect/jetdetect.toml" || { echo "cross/deb.sh: config source not set" >&2; exit 1; }
 chmod 0644 "$pkg/etc/jetdetect/jetdetect.toml"
-install -m 0644 models/obstacles-v8.onnx models/obstacles-v5.onnx models/obstacles.names "$pkg/usr/share/jetdetect/models/"
+install -m 0644 models/obstacles-v8.onnx models/obstacles-v8-batch.onnx models/obstacles-v5.onnx models/obstacles.names "$pkg/usr/share/jetdetect/models/"
 install -m 0644 examples/watch.py "$pkg/usr/share/jetdetect/examples/"
 install -m 0644 README.md docs/deploy.md docs/power.md docs/protocol.md docs/accelerators.md docs/benchmarks.md \
-    docs/v4l2.md docs/gstreamer.md "$pkg/usr/share/doc/jetdetect/"
+    docs/v4l2.md docs/gstreamer.md docs/cameras.md "$pkg/usr/share/doc/jetdetect/"
 cat >"$pkg/usr/share/doc/jetdetect/copyright" <<'EOF'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: jetdetect
