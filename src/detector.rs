@@ -416,47 +416,6 @@ mod tests {
     }
 
     #[test]
-    fn a_model_with_a_fixed_batch_runs_all_its_slots_and_decodes_the_frames_given() {
-        use prost::Message;
-        use tract_onnx::pb::tensor_shape_proto::dimension::Value;
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        // The dynamic model with its batch fixed at 2, as an export with batch=2 would be.
-        let bytes = std::fs::read(root.join("models/obstacles-v8-batch.onnx")).unwrap();
-        let mut model = tract_onnx::pb::ModelProto::decode(&*bytes).unwrap();
-        let graph = model.graph.as_mut().unwrap();
-        for v in graph.input.iter_mut().chain(graph.output.iter_mut()) {
-            let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
-                v.r#type.as_mut().unwrap().value.as_mut()
-            else {
-                panic!("{} is not a tensor", v.name)
-            };
-            t.shape.as_mut().unwrap().dim[0].value = Some(Value::DimValue(2));
-        }
-        let path = std::env::temp_dir().join(format!("jetdetect-fixed2-{}.onnx", std::process::id()));
-        std::fs::write(&path, model.encode_to_vec()).unwrap();
-        let detector = |path: &std::path::Path| {
-            let mut config = Config::default();
-            config.model.path = path.to_path_buf();
-            config.engine.kind = crate::engine::EngineKind::Tract;
-            Detector::from_config(&config).unwrap()
-        };
-        let mut one = detector(&root.join("models/obstacles-v8.onnx"));
-        let mut two = detector(&path);
-        let _ = std::fs::remove_file(&path);
-        // A fixed batch is the model's, whatever the cameras: one camera's frames run in slot 0.
-        assert_eq!((one.max_batch(), two.max_batch()), (1, 2));
-        let frames = synthetic_frames();
-        let alone: Vec<Vec<Detection>> = frames.iter().map(|f| one.detect(f).unwrap().to_vec()).collect();
-        for (i, f) in frames.iter().enumerate() {
-            same(two.detect(f).unwrap(), &alone[i], &format!("one frame in a batch of 2, frame {i}"));
-        }
-        two.detect_batch(frames[..2].iter()).unwrap();
-        same(two.batch_result(0).unwrap(), &alone[0], "slot 0 of 2");
-        same(two.batch_result(1).unwrap(), &alone[1], "slot 1 of 2");
-        assert!(two.detect_batch(frames.iter()).is_err(), "three frames, two slots");
-    }
-
-    #[test]
     fn a_batch_gives_each_frame_what_it_gets_alone() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut config = Config::default();

@@ -38,6 +38,27 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `models/obstacles-v8-batch.onnx` with its batch axis fixed at `n` (as an export with
+/// `batch=n` would be), written to a temporary file named for `tag`.
+pub fn fixed_batch_model(n: i64, tag: &str) -> PathBuf {
+    use prost::Message;
+    use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+    let bytes = std::fs::read(repo().join("models/obstacles-v8-batch.onnx")).unwrap();
+    let mut model = tract_onnx::pb::ModelProto::decode(&*bytes).unwrap();
+    let graph = model.graph.as_mut().unwrap();
+    for v in graph.input.iter_mut().chain(graph.output.iter_mut()) {
+        let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+            v.r#type.as_mut().unwrap().value.as_mut()
+        else {
+            panic!("{} is not a tensor", v.name)
+        };
+        t.shape.as_mut().unwrap().dim[0].value = Some(Value::DimValue(n));
+    }
+    let path = std::env::temp_dir().join(format!("jetdetect-fixed{n}-{tag}-{}.onnx", std::process::id()));
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
 /// Writes `dir/jd.toml`: `source`, the shipped model with its class names, the socket `d.sock`
 /// (next to the file), a stats message every second, then `extra` (more sections).
 pub fn model_config(dir: &Path, source: &str, extra: &str) -> PathBuf {

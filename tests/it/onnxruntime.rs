@@ -364,6 +364,20 @@ fn the_library_is_found_where_jetpack_installs_it() {
     std::fs::remove_dir_all(&r).unwrap();
 }
 
+/// The first frame of `n` synthetic scenes (seeds 1..=n), 640x480 in `format`.
+fn scenes(format: &str, n: u64) -> Vec<Frame> {
+    (1..=n)
+        .map(|seed| {
+            let uri =
+                format!("synthetic://?width=640&height=480&fps=0&format={format}&seed={seed}&objects=5");
+            let mut src = source::open(&uri).unwrap();
+            let mut f = Frame::empty();
+            assert!(src.next_frame(&mut f).unwrap());
+            f
+        })
+        .collect()
+}
+
 #[test]
 fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_runs_one() {
     let Some(lib) = library() else { return };
@@ -372,15 +386,7 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     c.source.0 = vec![c.source.0[0].clone(); 4];
     let mut ort = Detector::from_config(&c).unwrap();
     assert_eq!(ort.max_batch(), 4);
-    let frames: Vec<Frame> = (1..=4)
-        .map(|seed| {
-            let uri = format!("synthetic://?width=640&height=480&fps=0&format=yuyv&seed={seed}&objects=5");
-            let mut src = source::open(&uri).unwrap();
-            let mut f = Frame::empty();
-            assert!(src.next_frame(&mut f).unwrap());
-            f
-        })
-        .collect();
+    let frames = scenes("yuyv", 4);
     let alone: Vec<Vec<Detection>> = frames.iter().map(|f| ort.detect(f).unwrap().to_vec()).collect();
     for n in 2..=4 {
         ort.detect_batch(frames[..n].iter()).unwrap();
@@ -390,7 +396,7 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     }
     // The same network with its batch fixed at 2 (an export with batch=2): every run has two
     // slots; one frame runs in the first, two fill both.
-    let fixed = fixed_batch_model(2);
+    let fixed = crate::common::fixed_batch_model(2, "ort");
     let mut two = Detector::from_config(&config("onnxruntime", &lib, fixed.to_str().unwrap())).unwrap();
     assert_eq!(two.max_batch(), 2);
     same(two.detect(&frames[2]).unwrap(), &alone[2], "onnxruntime, fixed batch 2, one frame");
@@ -410,22 +416,24 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     same(gpu.detect(&frames[0]).unwrap(), &alone[0], "device preprocessing, one image");
 }
 
-/// `models/obstacles-v8-batch.onnx` with its batch axis fixed at `n`, written to a temporary file.
-fn fixed_batch_model(n: i64) -> PathBuf {
-    use prost::Message;
-    use tract_onnx::pb::tensor_shape_proto::dimension::Value;
-    let bytes = std::fs::read(root().join("models/obstacles-v8-batch.onnx")).unwrap();
-    let mut model = tract_onnx::pb::ModelProto::decode(&*bytes).unwrap();
-    let graph = model.graph.as_mut().unwrap();
-    for v in graph.input.iter_mut().chain(graph.output.iter_mut()) {
-        let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
-            v.r#type.as_mut().unwrap().value.as_mut()
-        else {
-            panic!("{} is not a tensor", v.name)
-        };
-        t.shape.as_mut().unwrap().dim[0].value = Some(Value::DimValue(n));
+#[test]
+fn a_model_with_a_fixed_batch_runs_all_its_slots_on_tract() {
+    // tract needs no library: this runs everywhere.
+    let lib = PathBuf::new();
+    let fixed = crate::common::fixed_batch_model(2, "tract");
+    let mut one = Detector::from_config(&config("tract", &lib, "obstacles-v8.onnx")).unwrap();
+    let mut two = Detector::from_config(&config("tract", &lib, fixed.to_str().unwrap())).unwrap();
+    let _ = std::fs::remove_file(&fixed);
+    // A fixed batch is the model's, whatever the cameras: one camera's frames run in slot 0.
+    assert_eq!((one.max_batch(), two.max_batch()), (1, 2));
+    let frames = scenes("nv12", 3);
+    let alone: Vec<Vec<Detection>> = frames.iter().map(|f| one.detect(f).unwrap().to_vec()).collect();
+    for (i, f) in frames.iter().enumerate() {
+        same(two.detect(f).unwrap(), &alone[i], &format!("tract, fixed batch 2, one frame, frame {i}"));
     }
-    let path = std::env::temp_dir().join(format!("jetdetect-it-fixed{n}-{}.onnx", std::process::id()));
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
-    path
+    two.detect_batch(frames[..2].iter()).unwrap();
+    for (i, want) in alone[..2].iter().enumerate() {
+        same(two.batch_result(i).unwrap(), want, &format!("tract, fixed batch 2, slot {i}"));
+    }
+    assert!(two.detect_batch(frames.iter()).is_err(), "three frames, two slots");
 }
