@@ -20,6 +20,8 @@ struct Planned {
     shape: [usize; 4],
     input: Vec<f32>,
     input_tensor: Arc<Tensor>,
+    /// The output's shape, `[slots, ...]`.
+    output_shape: Vec<usize>,
     output: Vec<f32>,
 }
 
@@ -30,8 +32,6 @@ pub struct TractEngine {
     plans: Vec<Planned>,
     /// The plan the next run uses.
     current: usize,
-    /// A fixed batch N: every run takes N images.
-    fixed: bool,
     /// The model's batch axis is dynamic.
     dynamic: bool,
     input_shape: [usize; 4],
@@ -44,7 +44,7 @@ fn model_err(path: &Path, what: &str, source: TractError) -> EngineError {
     EngineError::Tract { context: format!("{}: {what}", path.display()), source }
 }
 
-/// Optimises and plans `model` for inputs of `shape`; returns the plan and its output shape.
+/// Optimises and plans `model` for inputs of `shape`, with its buffers and output shape.
 fn plan(path: &Path, model: InferenceModel, shape: [usize; 4]) -> Result<Planned, EngineError> {
     let model = model
         .with_input_fact(0, f32::fact(shape).into())
@@ -79,6 +79,7 @@ fn plan(path: &Path, model: InferenceModel, shape: [usize; 4]) -> Result<Planned
         input: vec![0.0; shape.iter().product()],
         input_tensor,
         output: vec![0.0; output_shape.iter().product()],
+        output_shape,
     })
 }
 
@@ -86,7 +87,7 @@ impl TractEngine {
     /// Reads, optimises and plans the ONNX model at `path`.
     ///
     /// The model must take one image input (`[N, 3, H, W]`, any of them symbolic; N is 1, a
-    /// fixed batch, or dynamic: planned for 1 to `options.max_batch` images) and its first
+    /// fixed batch, or dynamic: planned for 1 to [`EngineOptions::batch`] images) and its first
     /// output is the one returned by [`Engine::run`].
     pub fn load(path: &Path, options: &EngineOptions) -> Result<TractEngine, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read { path: path.into(), source })?;
@@ -137,18 +138,12 @@ impl TractEngine {
         for &n in &batches {
             plans.push(plan(path, model.clone(), [n, 3, h, w])?);
         }
-        let output_shape = {
-            let first = &plans[0];
-            let per = first.output.len() / first.shape[0];
-            // One image's output: the planned shape with N = 1 (checked to be the batch axis).
-            let mut shape = vec![1];
-            shape.extend_from_slice(&output_dims(path, first, per)?[1..]);
-            shape
-        };
+        // One image's output: the planned shape with N = 1 (checked to be the batch axis).
+        let mut output_shape = plans[0].output_shape.clone();
+        output_shape[0] = 1;
         Ok(TractEngine {
             plans,
             current: 0,
-            fixed: dims[0].is_some_and(|n| n > 1),
             dynamic: dims[0].is_none(),
             input_shape: [1, 3, h, w],
             output_shape,
@@ -156,19 +151,6 @@ impl TractEngine {
             label: format!("tract ({})", path.display()),
         })
     }
-}
-
-/// The output dims of a plan, whose values per image are `per`.
-fn output_dims(path: &Path, p: &Planned, per: usize) -> Result<Vec<usize>, EngineError> {
-    let shape = p
-        .state
-        .model()
-        .output_fact(0)
-        .ok()
-        .and_then(|f| f.shape.as_concrete().map(|s| s.to_vec()))
-        .filter(|s| s.iter().skip(1).product::<usize>() == per)
-        .ok_or_else(|| EngineError::Model(format!("{}: cannot read the output shape", path.display())))?;
-    Ok(shape)
 }
 
 impl Engine for TractEngine {
@@ -197,7 +179,9 @@ impl Engine for TractEngine {
     }
 
     fn set_batch(&mut self, n: usize) -> Result<usize, EngineError> {
-        let found = match self.fixed {
+        // A fixed batch N (one plan of N slots) runs its N slots for any 1..=N images.
+        let fixed = self.plans[0].shape[0] > 1;
+        let found = match fixed {
             true => (n >= 1 && n <= self.plans[0].shape[0]).then_some(0),
             false => self.plans.iter().position(|p| p.shape[0] == n),
         };

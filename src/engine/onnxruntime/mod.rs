@@ -85,35 +85,54 @@ fn model_key(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-/// Input and output tensors bound for one more batch size (a dynamic batch axis, `n >= 2`).
+/// Host input and output tensors for one batch size, bound once: each run reuses them.
 struct Batched {
+    /// Images they hold.
     slots: usize,
+    /// Host input the CPU preprocessing writes.
     input: Tensor<f32>,
+    /// Host output, written by each run and lent out by [`Engine::run`].
     output: Tensor<f32>,
     binding: ort::session::IoBinding,
+}
+
+impl Batched {
+    /// Tensors for `slots` images of `image` (one image's input shape) giving `output` (one
+    /// image's output shape), bound to `session`'s `input` and `output`.
+    fn bind(
+        session: &Session,
+        (input_name, output_name): (&str, &str),
+        slots: usize,
+        image: [usize; 4],
+        output: &[usize],
+    ) -> ort::Result<Batched> {
+        let shape = [slots, image[1], image[2], image[3]];
+        let input = Tensor::from_array((shape, vec![0f32; shape.iter().product()]))?;
+        let mut out_shape = output.to_vec();
+        out_shape[0] = slots;
+        let mut output = Tensor::<f32>::new(&Allocator::default(), out_shape)?;
+        let mut binding = session.create_binding()?;
+        binding.bind_input(input_name, &input)?;
+        binding.bind_output(output_name, &mut output)?;
+        Ok(Batched { slots, input, output, binding })
+    }
 }
 
 /// A model loaded in ONNX Runtime.
 pub struct OrtEngine {
     session: Session,
-    binding: ort::session::IoBinding,
     input_name: String,
     /// `input_name` for the C API (re-binding on GPU providers).
     input_cname: CString,
     /// One image's input shape.
     input_shape: [usize; 4],
-    /// Images `input` and `output` hold: 1, or a fixed batch N.
-    slots: usize,
-    /// A fixed batch N > 1 (every run takes N images).
-    fixed: bool,
     /// The model's batch axis is dynamic.
     dynamic: bool,
-    /// More batch sizes for a dynamic batch axis (2..=max), each bound once.
-    more: Vec<Batched>,
-    /// 0: `input`/`output`/`binding`; k: `more[k - 1]`.
+    /// The bound tensors per batch size: `batches[0]` holds 1 image, or a fixed batch N; a
+    /// dynamic batch axis adds 2, 3, ... up to the most images per run.
+    batches: Vec<Batched>,
+    /// The batch the next run uses (an index into `batches`).
     current: usize,
-    /// Host input the CPU preprocessing writes.
-    input: Tensor<f32>,
     /// Input on the engine's device, written by input stages (accelerated preprocessing).
     stage_input: Option<Tensor<f32>>,
     /// The session runs on a GPU provider: host inputs are copied when bound, so bind before each run.
@@ -122,9 +141,8 @@ pub struct OrtEngine {
     library: PathBuf,
     options: EngineOptions,
     used: Vec<Provider>,
+    /// One image's output shape.
     output_shape: Vec<usize>,
-    /// Host output tensor of `output_shape`, bound once: each run writes it, [`Engine::run`] lends it out.
-    output: Tensor<f32>,
     metadata: BTreeMap<String, String>,
     label: String,
     /// ONNX Runtime's version, and TensorRT's and CUDA's where a GPU provider runs.
@@ -330,33 +348,18 @@ impl OrtEngine {
         }
         drop(progress);
         log::info!("{}: ready in {:.1} s", path.display(), started.elapsed().as_secs_f64());
-        // Input and output bound once to tensors allocated here: each run reuses them.
-        let input = Tensor::from_array((input_shape, input_buf)).map_err(|e| model_err("input tensor", e))?;
-        let mut output = Tensor::<f32>::new(&Allocator::default(), output_shape.clone())
-            .map_err(|e| model_err("output tensor", e))?;
+        // Input and output bound once to tensors allocated here, per batch size: each run
+        // reuses them. ONNX Runtime gains from batches (docs/cameras.md: 4 cameras at 30 fps
+        // were kept up with on 2 CPU cores only batched): a dynamic batch axis takes up to 4
+        // images per run by default.
         let output_name = session.outputs()[0].name().to_string();
-        let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", e))?;
-        binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", e))?;
-        binding.bind_output(&output_name, &mut output).map_err(|e| model_err("binding the output", e))?;
-        let mut more = Vec::new();
-        if dynamic_batch {
-            // ONNX Runtime gains from batches (docs/cameras.md: 4 cameras at 30 fps kept up
-            // with on 2 CPU cores only batched); by default up to 4 images per run.
-            for n in 2..=options.batch(4) {
-                let shape = [n, input_shape[1], input_shape[2], input_shape[3]];
-                let input = Tensor::from_array((shape, vec![0f32; shape.iter().product()]))
-                    .map_err(|e| model_err("input tensor", e))?;
-                let mut out_shape = output_shape.clone();
-                out_shape[0] = n;
-                let mut output = Tensor::<f32>::new(&Allocator::default(), out_shape)
-                    .map_err(|e| model_err("output tensor", e))?;
-                let mut binding = session.create_binding().map_err(|e| model_err("I/O binding", e))?;
-                binding.bind_input(&input_name, &input).map_err(|e| model_err("binding the input", e))?;
-                binding
-                    .bind_output(&output_name, &mut output)
-                    .map_err(|e| model_err("binding the output", e))?;
-                more.push(Batched { slots: n, input, output, binding });
-            }
+        // `slots` images (1, or a fixed N), then 2, 3, ... for a dynamic batch axis.
+        let last = if dynamic_batch { options.batch(4) } else { 1 };
+        let mut batches = Vec::with_capacity(last);
+        for n in std::iter::once(slots).chain(2..=last) {
+            let b = Batched::bind(&session, (&input_name, &output_name), n, input_shape, &output_shape)
+                .map_err(|e| model_err("binding the input and output tensors", e))?;
+            batches.push(b);
         }
         // From here on, shapes are one image's.
         let input_shape = [1, input_shape[1], input_shape[2], input_shape[3]];
@@ -374,16 +377,12 @@ impl OrtEngine {
         let runtime = runtime_versions(&library, &used);
         Ok(OrtEngine {
             session,
-            binding,
             input_name,
             input_cname,
             input_shape,
-            slots,
-            fixed: slots > 1,
             dynamic: dynamic_batch,
-            more,
+            batches,
             current: 0,
-            input,
             stage_input: None,
             on_gpu: used[0] != Provider::Cpu,
             env,
@@ -391,7 +390,6 @@ impl OrtEngine {
             options: options.clone(),
             used: used.clone(),
             output_shape,
-            output,
             metadata,
             label,
             runtime,
@@ -420,34 +418,24 @@ impl Engine for OrtEngine {
         if self.stage_input.is_some() {
             return &mut [];
         }
-        let input = match self.current {
-            0 => &mut self.input,
-            k => &mut self.more[k - 1].input,
-        };
         // A CPU tensor always extracts.
-        input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
+        self.batches[self.current].input.try_extract_tensor_mut::<f32>().map(|(_, d)| d).unwrap_or(&mut [])
     }
 
     fn run(&mut self) -> Result<&[f32], EngineError> {
         let err = |source: ort::Error| EngineError::Ort { context: self.label.clone(), source };
         let per_image: usize = self.output_shape.iter().product();
-        let (binding, input, output, slots) = match self.current {
-            0 => (&self.binding, &self.input, &self.output, self.slots),
-            k => {
-                let b = &self.more[k - 1];
-                (&b.binding, &b.input, &b.output, b.slots)
-            }
-        };
+        let b = &self.batches[self.current];
         if self.on_gpu && self.stage_input.is_none() {
             // A GPU session copies a host input when it is bound, not when it runs.
-            bind_input(binding, &self.input_cname, input).map_err(err)?;
+            bind_input(&b.binding, &self.input_cname, &b.input).map_err(err)?;
         }
-        run_with_binding(&self.session, binding).map_err(err)?;
-        host_output(output, per_image * slots).map_err(err)
+        run_with_binding(&self.session, &b.binding).map_err(err)?;
+        host_output(&b.output, per_image * b.slots).map_err(err)
     }
 
     fn max_batch(&self) -> usize {
-        self.more.last().map_or(self.slots, |b| b.slots)
+        self.batches.last().map_or(1, |b| b.slots)
     }
 
     fn dynamic_batch(&self) -> bool {
@@ -455,16 +443,18 @@ impl Engine for OrtEngine {
     }
 
     fn set_batch(&mut self, n: usize) -> Result<usize, EngineError> {
+        // A fixed batch N runs its N slots for any 1..=N images.
+        let fixed = self.batches[0].slots > 1;
         let found = match n {
-            _ if self.fixed => (1..=self.slots).contains(&n).then_some(0),
+            _ if fixed => (1..=self.batches[0].slots).contains(&n).then_some(0),
             1 => Some(0),
             _ if self.stage_input.is_some() => None,
-            _ => self.more.iter().position(|b| b.slots == n).map(|i| i + 1),
+            _ => self.batches.iter().position(|b| b.slots == n),
         };
         match found {
             Some(k) => {
                 self.current = k;
-                Ok(if k == 0 { self.slots } else { self.more[k - 1].slots })
+                Ok(self.batches[k].slots)
             }
             None => Err(EngineError::Run(format!(
                 "{}: cannot run {n} images at once (at most {}{})",
@@ -485,11 +475,11 @@ impl Engine for OrtEngine {
         input_shape: &[usize],
         device: StageDevice,
     ) -> Result<Box<dyn InputStage>, EngineError> {
-        if self.slots > 1 {
+        if self.batches[0].slots > 1 {
             return Err(EngineError::Model(format!(
                 "{}: the model takes a fixed batch of {} images; [preprocess] device = \"{device}\" writes one: \
                  use device = \"cpu\", or a model exported with batch 1 or a dynamic batch",
-                self.label, self.slots
+                self.label, self.batches[0].slots
             )));
         }
         self.current = 0;

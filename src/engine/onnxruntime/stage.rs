@@ -128,7 +128,7 @@ pub(super) fn build_stage(
             Tensor::<f32>::new(&Allocator::default(), engine.input_shape)
         }
         .map_err(|e| err("the engine's input on its device", e))?;
-        engine
+        engine.batches[0]
             .binding
             .bind_input(engine.input_name.as_str(), &tensor)
             .map_err(|e| err("binding the engine's input", e))?;
