@@ -166,7 +166,12 @@ impl Detector {
             detections: Vec::with_capacity(options.max_detections),
             times: StageTimes::default(),
             letterbox: None,
-            batch: Vec::new(),
+            // Slot 0 from the start: one frame at a time needs no allocation on its first run.
+            batch: vec![BatchSlot {
+                letterbox: None,
+                detections: Vec::with_capacity(options.max_detections),
+                failed: None,
+            }],
         })
     }
 
@@ -184,9 +189,19 @@ impl Detector {
     /// preprocessed into its slot of the batch, the engine runs once, each slot's output is
     /// decoded against its frame. Frame `i`'s detections are [`Detector::batch_result`]`(i)`;
     /// a frame that cannot be preprocessed fails alone (its slot is run empty and ignored).
-    /// The stage times are the batch's: every frame of it waited for all of it.
-    pub fn detect_batch<'f>(&mut self, frames: impl ExactSizeIterator<Item = &'f Frame>) -> Result<()> {
+    /// The stage times are the batch's: every frame of it waited for all of it. One frame is
+    /// [`Detector::detect`] (on a device too), its result read the same way.
+    pub fn detect_batch<'f>(&mut self, mut frames: impl ExactSizeIterator<Item = &'f Frame>) -> Result<()> {
         let n = frames.len();
+        if n == 1 {
+            let frame = frames.next().expect("one frame");
+            self.detect(frame)?;
+            let b = &mut self.batch[0];
+            // The detections change places with slot 0's buffer: nothing is copied or allocated.
+            std::mem::swap(&mut b.detections, &mut self.detections);
+            (b.letterbox, b.failed) = (self.letterbox, None);
+            return Ok(());
+        }
         let Preprocessing::Host(p) = &mut self.preprocessing else {
             return Err(Error::Engine(crate::engine::EngineError::Run(
                 "batches need preprocessing on the CPU".into(),
@@ -335,11 +350,6 @@ impl Detector {
     /// (`jetdetect bench --mode engine`).
     pub fn engine_mut(&mut self) -> &mut dyn Engine {
         self.engine.as_mut()
-    }
-
-    /// The detections of the last [`Detector::detect`], in frame pixels.
-    pub fn detections(&self) -> &[Detection] {
-        &self.detections
     }
 
     /// Stage times of the last frame (or batch).

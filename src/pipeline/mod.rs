@@ -305,6 +305,14 @@ fn inference_loop(
     shared: Arc<Shared>,
 ) {
     let mut last_error_log: Option<Instant> = None;
+    // A failed frame is counted against its camera; the log says so at most every 5 s.
+    let mut failed = |lane: usize, frame: &Frame, e: &Error, cameras: &[CameraLane]| {
+        shared.cameras[lane].errors.fetch_add(1, Ordering::Relaxed);
+        if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+            log::error!("{}: frame {} ({}): {e}", cameras[lane].id.name, frame.seq, frame.label);
+            last_error_log = Some(Instant::now());
+        }
+    };
     // A report the publisher had no room for, filled again with the next frame rather than
     // dropped (a dropped report is a new one to allocate).
     let mut spare: Option<FrameReport> = None;
@@ -323,45 +331,23 @@ fn inference_loop(
         last = taken[taken.len() - 1].0;
         let start = Instant::now();
         crate::fault::stage("inference", shared.sum(|c| &c.processed) + 1);
-        let ran = match taken.len() {
-            1 => detector.detect(&taken[0].1).map(|_| ()),
-            _ => detector.detect_batch(taken.iter().map(|(_, f)| f)),
-        };
-        if let Err(e) = ran {
+        if let Err(e) = detector.detect_batch(taken.iter().map(|(_, f)| f)) {
             for (lane, frame) in &taken {
-                shared.cameras[*lane].errors.fetch_add(1, Ordering::Relaxed);
-                if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-                    log::error!("{}: frame {} ({}): {e}", cameras[*lane].id.name, frame.seq, frame.label);
-                    last_error_log = Some(Instant::now());
-                }
+                failed(*lane, frame, &e, &cameras);
             }
         } else {
             let times = detector.times();
             for (k, (lane, frame)) in taken.iter().enumerate() {
-                let counts = &shared.cameras[*lane];
-                let dets = match taken.len() {
-                    1 => Ok(detector.detections()),
-                    _ => detector.batch_result(k),
-                };
-                let dets = match dets {
+                let dets = match detector.batch_result(k) {
                     Ok(d) => d,
                     Err(e) => {
-                        counts.errors.fetch_add(1, Ordering::Relaxed);
-                        if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-                            log::error!(
-                                "{}: frame {} ({}): {e}",
-                                cameras[*lane].id.name,
-                                frame.seq,
-                                frame.label
-                            );
-                            last_error_log = Some(Instant::now());
-                        }
+                        failed(*lane, frame, &e, &cameras);
                         continue;
                     }
                 };
                 let mut r = spare.take().or_else(|| recycled.try_recv().ok()).unwrap_or_default();
                 fill_report(&mut r, &mut cameras[*lane], frame, dets, times, start);
-                counts.processed.fetch_add(1, Ordering::Relaxed);
+                shared.cameras[*lane].processed.fetch_add(1, Ordering::Relaxed);
                 match reports.try_send(r) {
                     Ok(()) => {}
                     Err(TrySendError::Full(r)) => {
@@ -480,7 +466,6 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     }
     // Batches are laid out by the model's input, not the frames: one geometry warms them all.
     if many {
-        let (iw, ih) = detector.engine().input_size();
         detector.warm_up_batches(
             sources.len(),
             geometries.first().copied().unwrap_or((PixelFormat::Rgb24, iw, ih)),
@@ -649,11 +634,13 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         let since = mono_ns(Instant::now()).saturating_sub(shared.heartbeat.load(Ordering::Relaxed));
         // Only while stale: the source's state and the telemetry are copied to say why.
         blind.clear();
+        let mut telemetry_then = None;
         for (i, c) in shared.cameras.iter().enumerate() {
             if let Some(age) = publisher.stale_for(i) {
                 let captured = c.captured.load(Ordering::Relaxed);
                 let since = captured.saturating_sub(captured_at_newest[i]);
-                blind.push(diagnose(&cameras[i].0, age, &c.source_state(), since, &telemetry_now()));
+                let t = telemetry_then.get_or_insert_with(telemetry_now);
+                blind.push(diagnose(&cameras[i].0, age, &c.source_state(), since, t));
             }
         }
         publisher.tick(&Health {

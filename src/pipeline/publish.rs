@@ -268,7 +268,6 @@ impl Publisher {
                 processed: rate(c.frames.processed - last.processed),
             };
             c.frame_age_ms = self.newest[i].map(|t| (t.elapsed().as_secs_f64() * 1e4).round() / 10.0);
-            c.stale_ms = self.stale[i].as_secs_f64() * 1e3;
             c.blind = self.blind.iter().find(|b| b.camera == c.name).cloned();
             c.latency_ms = Stage::ALL.iter().map(|&s| (s.name(), self.camera_window[i].stage(s))).collect();
             self.last_camera_counts[i] = c.frames;
