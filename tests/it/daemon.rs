@@ -21,12 +21,18 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// Writes a config for `source` publishing on `dir/d.sock`.
 fn config(dir: &Path, source: &str, extra: &str) -> PathBuf {
+    config_of(dir, &format!("[source]\nuri = \"{source}\"\n"), "obstacles-v8.onnx", extra)
+}
+
+/// Writes `dir/jd.toml`: the `sources` tables, `models/<model>`, the socket `dir/d.sock` with a
+/// stats message every second, then `extra` (more sections).
+fn config_of(dir: &Path, sources: &str, model: &str, extra: &str) -> PathBuf {
     let p = dir.join("jd.toml");
     std::fs::write(
         &p,
         format!(
-            "[source]\nuri = \"{source}\"\n[model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
-            root().join("models/obstacles-v8.onnx").display()
+            "{sources}[model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n{extra}",
+            root().join("models").join(model).display()
         ),
     )
     .unwrap();
@@ -491,20 +497,15 @@ fn a_missing_camera_is_reported_on_the_socket_and_the_daemon_keeps_running() {
 #[test]
 fn several_cameras_are_served_in_turn_and_one_that_is_gone_does_not_stop_the_others() {
     let dir = tmpdir("cameras");
-    let cfg = dir.join("jd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[source]]\nname = \"front\"\nuri = \"synthetic://?width=640&height=480&fps=60&format=yuyv&seed=1\"\n\
-             [[source]]\nname = \"rear\"\nuri = \"synthetic://?width=320&height=240&fps=5&format=rgb&seed=2\"\n\
-             stale_ms = 1500\n[source.camera]\nyaw_deg = 180.0\n\
-             [[source]]\nname = \"gone\"\nuri = \"v4l2:///dev/video-none-jd?timeout_ms=200\"\n\
-             [model]\npath = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n\
-             [hazards]\nenabled = true\n",
-            root().join("models/obstacles-v8.onnx").display()
-        ),
-    )
-    .unwrap();
+    let cfg = config_of(
+        &dir,
+        "[[source]]\nname = \"front\"\nuri = \"synthetic://?width=640&height=480&fps=60&format=yuyv&seed=1\"\n\
+         [[source]]\nname = \"rear\"\nuri = \"synthetic://?width=320&height=240&fps=5&format=rgb&seed=2\"\n\
+         stale_ms = 1500\n[source.camera]\nyaw_deg = 180.0\n\
+         [[source]]\nname = \"gone\"\nuri = \"v4l2:///dev/video-none-jd?timeout_ms=200\"\n",
+        "obstacles-v8.onnx",
+        "[hazards]\nenabled = true\n",
+    );
     let d = Daemon::start(&cfg, &[]);
     let mut c = d.connect();
     let hello = read_msg(&mut c);
@@ -606,18 +607,11 @@ fn two_cameras_with_one_name_are_refused_naming_both_entries() {
 #[test]
 fn cameras_share_one_engine_run_when_the_model_has_a_batch_axis() {
     let dir = tmpdir("batch");
-    let cfg = dir.join("jd.toml");
     let cameras: String = (1..=3)
         .map(|i| format!("[[source]]\nname = \"c{i}\"\nuri = \"synthetic://?width=640&height=480&fps=30&format=yuyv&seed={i}\"\n"))
         .collect();
-    std::fs::write(
-        &cfg,
-        format!(
-            "{cameras}[model]\npath = \"{}\"\n[engine]\nkind = \"tract\"\nmax_batch = 4\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n",
-            root().join("models/obstacles-v8-batch.onnx").display()
-        ),
-    )
-    .unwrap();
+    let cfg =
+        config_of(&dir, &cameras, "obstacles-v8-batch.onnx", "[engine]\nkind = \"tract\"\nmax_batch = 4\n");
     let d = Daemon::start(&cfg, &[]);
     let mut c = d.connect();
     let mut runs = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
