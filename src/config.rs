@@ -742,15 +742,12 @@ impl Config {
                     true => format!("[[source]] #{} ('{}')", i + 1, s.name),
                     false => format!("[{section}]"),
                 };
+                let line = locate_entry(text, "source", i, sub, key);
                 let key = match (many, sub) {
                     (true, Some(sub)) => format!("{sub}.{key}"),
                     _ => key.to_string(),
                 };
-                ConfigError {
-                    file: path.to_path_buf(),
-                    line: locate_entry(text, "source", i, sub, key.rsplit('.').next().unwrap_or(&key)),
-                    message: format!("{which} {key}: {message}"),
-                }
+                ConfigError { file: path.to_path_buf(), line, message: format!("{which} {key}: {message}") }
             };
             let name_ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
             if s.name.is_empty() || s.name.len() > MAX_CAMERA_NAME || !s.name.chars().all(name_ok) {

@@ -60,11 +60,6 @@ impl<T> LatestSlots<T> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The number of lanes.
-    pub fn lanes(&self) -> usize {
-        self.lock().lanes.len()
-    }
-
     /// Publishes `item` in `lane`. Returns the item it displaced (unread, now dropped) or a
     /// recycled spare of that lane, for the producer to fill next; `None` when neither exists.
     pub fn put(&self, lane: usize, item: T) -> Option<T> {
@@ -134,7 +129,7 @@ impl<T> LatestSlots<T> {
     }
 
     /// Marks the end of `lane`'s stream; once every lane is closed and empty, a waiting
-    /// consumer wakes up to [`Taken::Closed`].
+    /// consumer wakes up and [`LatestSlots::closed`] says so.
     pub fn close(&self, lane: usize) {
         self.lock().lanes[lane].closed = true;
         self.ready.notify_all();
