@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
 use crate::hazard::{CameraConfig, HazardsConfig};
 use crate::output::mavlink::MavlinkConfig;
+use crate::output::mqtt::MqttConfig;
 use crate::output::ros2::Ros2Config;
 use crate::power::PowerConfig;
 use crate::preprocess;
@@ -278,6 +279,9 @@ pub struct OutputConfig {
     /// `[output.ros2]`: detections and zones on ROS 2 topics; absent: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ros2: Option<Ros2Config>,
+    /// `[output.mqtt]`: hazards, stats and status to a fleet's MQTT broker; absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mqtt: Option<MqttConfig>,
 }
 
 impl Default for OutputConfig {
@@ -289,6 +293,7 @@ impl Default for OutputConfig {
             stats_interval_s: 5,
             mavlink: None,
             ros2: None,
+            mqtt: None,
         }
     }
 }
@@ -501,6 +506,9 @@ impl Config {
             self.engine.library = join(base, &self.engine.library);
         }
         self.power.state_file = join(base, &self.power.state_file);
+        if let Some(m) = &mut self.output.mqtt {
+            m.resolve_paths(base);
+        }
         if let Precision::Int8 { table } = &mut self.engine.tensorrt.precision {
             *table = join(base, table);
         }
@@ -709,6 +717,18 @@ impl Config {
                     "node",
                     "this jetdetect was built without ROS 2 support (the cargo feature `ros2`): \
                      use a build with it, or remove [output.ros2]"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(m) = &self.output.mqtt {
+            m.validate().map_err(|(key, msg)| err("output.mqtt", key, msg))?;
+            if !crate::output::mqtt::AVAILABLE {
+                return Err(err(
+                    "output.mqtt",
+                    "url",
+                    "this jetdetect was built without MQTT support (the cargo feature `mqtt`): \
+                     use a build with it, or remove [output.mqtt]"
                         .into(),
                 ));
             }

@@ -82,6 +82,9 @@ pub enum Error {
     /// The ROS 2 node could not be set up (`[output.ros2]`).
     #[error("[output.ros2]: {0}")]
     Ros2(String),
+    /// The MQTT output could not be set up (`[output.mqtt]`).
+    #[error("[output.mqtt]: {0}")]
+    Mqtt(String),
     /// `jetdetect clocks` could not read, write or restore a clock.
     #[error("{0}")]
     Clocks(#[source] PowerError),

@@ -1,12 +1,14 @@
 //! Where detections go. Each output implements [`Output`] (`pipeline::publish`): the UNIX socket
 //! and its protocol, the optional Prometheus endpoint, systemd notifications, `--echo`,
-//! MAVLink to a flight controller (`[output.mavlink]`) and ROS 2 topics (`[output.ros2]`).
+//! MAVLink to a flight controller (`[output.mavlink]`), ROS 2 topics (`[output.ros2]`) and a
+//! fleet's MQTT broker (`[output.mqtt]`).
 //! Outputs read finished frame reports and interval figures; they never reach back into the
 //! pipeline's stages. A new output is a file here, its config section, and one line in [`open`].
 
 pub mod echo;
 pub mod mavlink;
 pub mod metrics;
+pub mod mqtt;
 pub mod notify;
 pub mod protocol;
 pub mod ros2;
@@ -35,6 +37,11 @@ pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
     #[cfg(feature = "ros2")]
     if let Some(r) = &config.output.ros2 {
         outputs.push(Box::new(ros2::Ros2Output::new(r, config.hazards.enabled)));
+    }
+    #[cfg(feature = "mqtt")]
+    if let Some(m) = &config.output.mqtt {
+        let cameras = config.source.0.iter().map(|s| s.name.clone()).collect();
+        outputs.push(Box::new(mqtt::MqttOutput::new(m, config.hazards.enabled, cameras)));
     }
     if !config.metrics.listen.is_empty() {
         outputs.push(Box::new(metrics::MetricsOutput::new(&config.metrics.listen)));
