@@ -23,6 +23,7 @@ mod faults;
 mod gstreamer;
 mod hazards;
 mod mavlink;
+mod mqtt;
 mod onnxruntime;
 mod power;
 mod properties;
