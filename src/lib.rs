@@ -25,6 +25,7 @@ pub mod error;
 pub mod eval;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod fleet;
 #[cfg(not(feature = "fault-injection"))]
 mod fault {
     //! Without the `fault-injection` feature (every build that ships) the injection points

@@ -44,6 +44,9 @@ enum Command {
     Record(cli::record::Args),
     /// Write synthetic obstacle scenes as a YOLO training set (images + labels + data.yaml).
     Dataset(cli::dataset::Args),
+    /// Every robot on an MQTT broker in one live table (state, FPS, p99, temperature,
+    /// throttling, danger zones, last seen); --json for scripts.
+    Fleet(cli::fleet::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cli::bench::run(a),
         Command::Record(a) => cli::record::run(a),
         Command::Dataset(a) => cli::dataset::run(a),
+        Command::Fleet(a) => cli::fleet::run(a),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

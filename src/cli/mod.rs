@@ -8,6 +8,7 @@ pub mod clocks;
 pub mod dataset;
 pub mod detect;
 pub mod eval;
+pub mod fleet;
 pub mod probe_camera;
 pub mod record;
 pub mod run;

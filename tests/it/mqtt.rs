@@ -552,3 +552,68 @@ fn bad_mqtt_values_are_config_errors_naming_the_file_line_and_key() {
         assert!(err.contains(want), "{section}: want {want:?} in {err}");
     }
 }
+
+#[test]
+fn the_fleet_command_shows_every_robot_live_and_offline_after() {
+    if !have_mosquitto() {
+        return;
+    }
+    let dir = fresh_dir("mqtt", "fleet");
+    let broker = Broker::start(&dir, "allow_anonymous true", "");
+    let url = format!("mqtt://127.0.0.1:{}", broker.port);
+    let robots: Vec<Daemon> = ["rover-a", "rover-b"]
+        .iter()
+        .map(|name| {
+            let d = dir.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            Daemon::start(&config(&d, 10, 60, &format!("url = \"{url}\"\ndevice = \"{name}\"\n")), &[])
+        })
+        .collect();
+    let fleet = |seconds: &str| -> Vec<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+            .args(["fleet", "--broker", &url, "--json", "--every", "0.5", "--for", seconds])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let live = fleet("2.5");
+    let last = &live.last().unwrap()["devices"];
+    let names: Vec<&str> = last.as_array().unwrap().iter().map(|d| d["device"].as_str().unwrap()).collect();
+    assert_eq!(names, ["rover-a", "rover-b"], "{last}");
+    for d in last.as_array().unwrap() {
+        assert_eq!(d["state"], "online", "{d}");
+        assert!(d["fps"].as_f64().unwrap() > 5.0, "{d}");
+        assert!(d["p99_ms"].as_f64().unwrap() > 0.0, "{d}");
+        assert!(d["last_seen_s"].as_f64().unwrap() < 1.0, "{d}");
+    }
+    for r in robots {
+        let (code, err) = r.wait(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{err}");
+    }
+    // Later, from the retained status alone: both offline, and why.
+    let after = fleet("1");
+    let last = &after.last().unwrap()["devices"];
+    for d in last.as_array().unwrap() {
+        assert_eq!(
+            (d["state"].as_str(), d["reason"].as_str()),
+            (Some("offline"), Some("end of source")),
+            "{d}"
+        );
+    }
+    assert_eq!(last.as_array().unwrap().len(), 2);
+    // The table form, for people.
+    let out = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["fleet", "--broker", &url, "--for", "1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("DEVICE") && text.contains("rover-a") && text.contains("offline"), "{text}");
+    // A bad broker URL is refused at once, naming the flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["fleet", "--broker", "http://x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--broker: \"http://x\": give mqtt://"), "{out:?}");
+}
