@@ -617,3 +617,68 @@ fn the_fleet_command_shows_every_robot_live_and_offline_after() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--broker: \"http://x\": give mqtt://"), "{out:?}");
 }
+
+#[test]
+fn a_bridge_carries_a_robot_to_the_central_broker() {
+    if !have_mosquitto() {
+        return;
+    }
+    // The central broker, and a site broker the robots use, bridged to it as in docs/fleet.md.
+    let central_dir = fresh_dir("mqtt", "bridge-central");
+    let central = Broker::start(&central_dir, "allow_anonymous true", "");
+    let site_dir = fresh_dir("mqtt", "bridge-site");
+    let site = Broker::start(
+        &site_dir,
+        "allow_anonymous true",
+        &format!(
+            "connection central\naddress 127.0.0.1:{}\ntopic jetdetect/# out 1\ncleansession false\n\
+             bridge_protocol_version mqttv311\nrestart_timeout 1\n",
+            central.port
+        ),
+    );
+    let sub = Sub::start(central.port, "central-watcher", &[]);
+    sub.wait_ready(central.port, "jetdetect/probe/x", &[]);
+    // The bridge is up once a message published on the site reaches the central broker.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let _ = Command::new("mosquitto_pub")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &site.port.to_string(),
+                "-q",
+                "1",
+                "-t",
+                "jetdetect/site/x",
+                "-m",
+                "up",
+            ])
+            .output();
+        std::thread::sleep(Duration::from_millis(200));
+        if sub.lines.lock().unwrap().iter().any(|l| l.starts_with("0 jetdetect/site/x ")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the bridge never came up:\n{}", site.log());
+    }
+    let cfg = config(
+        &site_dir,
+        10,
+        30,
+        &format!("url = \"mqtt://127.0.0.1:{}\"\ndevice = \"rover-9\"\n", site.port),
+    );
+    let d = Daemon::start(&cfg, &[]);
+    let socket = read_socket(&d);
+    let (code, err) = d.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    let want = socket.join().unwrap().hazards;
+    assert!(
+        wait_for(|| hazard_seqs(&sub, "rover-9").len() >= want.len()
+            && sub.messages("jetdetect/rover-9/status").last().is_some_and(|(_, v)| v["state"] == "offline")),
+        "{} of {} hazards messages crossed the bridge:\n{err}\n{}",
+        hazard_seqs(&sub, "rover-9").len(),
+        want.len(),
+        site.log()
+    );
+    same_in_order("bridged hazards", &want, &hazard_seqs(&sub, "rover-9"));
+}
