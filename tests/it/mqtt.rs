@@ -682,3 +682,49 @@ fn a_bridge_carries_a_robot_to_the_central_broker() {
     );
     same_in_order("bridged hazards", &want, &hazard_seqs(&sub, "rover-9"));
 }
+
+#[test]
+fn a_queue_that_cannot_be_written_is_reported_and_counted_not_fatal() {
+    if !have_mosquitto() {
+        return;
+    }
+    use std::os::unix::process::CommandExt as _;
+    let dir = fresh_dir("mqtt", "disk-full");
+    let broker = Broker::start(&dir, "allow_anonymous true", "");
+    let sub = Sub::start(broker.port, "watcher-full", &[]);
+    sub.wait_ready(broker.port, "jetdetect/probe/x", &[]);
+    let cfg = config(
+        &dir,
+        10,
+        40,
+        &format!("url = \"mqtt://127.0.0.1:{}\"\ndevice = \"rover-full\"\n", broker.port),
+    );
+    // The daemon may write files of at most 8 KiB (RLIMIT_FSIZE, SIGXFSZ ignored, as a full
+    // disk answers: the write fails): the queue's first segment fills after a few messages.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jetdetect"));
+    cmd.args(["run", "--config"]).arg(&cfg);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit { rlim_cur: 8192, rlim_max: 8192 };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let d = Daemon::spawn(cmd, dir.join("d.sock"));
+    let socket = read_socket(&d);
+    let (code, err) = d.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("MQTT: cannot write to the queue in"), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    assert_eq!(err.matches("cannot write to the queue").count(), 1, "logged once, not per message:\n{err}");
+    assert!(err.contains("40 processed"), "detection went on at full rate:\n{err}");
+    // Connected all along: what the queue could not take went straight to the broker.
+    assert!(err.contains("0 of them lost, the rest sent directly"), "{err}");
+    let want = socket.join().unwrap().hazards;
+    assert!(wait_for(|| hazard_seqs(&sub, "rover-full").len() >= want.len()), "{err}");
+    same_in_order("hazards with a full disk", &want, &hazard_seqs(&sub, "rover-full"));
+}

@@ -47,6 +47,8 @@ enum Tag {
     Status(bool),
     /// A QoS 0 message: no acknowledgement comes.
     Unacked,
+    /// A QoS 1 message sent without its queue record (the queue could not be written).
+    Direct,
 }
 
 /// Which session publishes belong to, and the order they left in.
@@ -118,6 +120,9 @@ pub struct Counters {
     pub handoff_dropped: AtomicU64,
     /// QoS 1 messages that could not be written to the queue (disk full, I/O error).
     pub write_errors: AtomicU64,
+    /// Of those, the ones lost: the broker was not connected either (the others went straight
+    /// to it).
+    pub unqueued_lost: AtomicU64,
     /// Queue records dropped unsent because the queue was full.
     pub queue_dropped: AtomicU64,
     /// Messages the broker refused (MQTT 5 reason codes, e.g. an ACL).
@@ -262,6 +267,7 @@ impl Output for MqttOutput {
         let sender = SenderThread {
             wire: Arc::clone(&wire),
             queue,
+            queue_dir: c.queue_dir.clone(),
             topics: [Topic::Hazards, Topic::Stats, Topic::Status, Topic::Detections]
                 .map(|t| c.topic(&self.device, t)),
             device: self.device.clone(),
@@ -347,13 +353,14 @@ impl Output for MqttOutput {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         log::info!(
             "MQTT: {} messages acknowledged, {} left queued on disk for the next run, {} sent again after reconnects, \
-             {} dropped (queue full), {} not written (disk), {} dropped (sender behind), {} refused by the broker; \
-             {} detections messages (QoS 0), {} not sent while offline",
+             {} dropped (queue full), {} not written to the queue (disk; {} of them lost, the rest sent directly), \
+             {} dropped (sender behind), {} refused by the broker; {} detections messages (QoS 0), {} not sent while offline",
             load(&c.acked),
             load(&c.queued),
             load(&c.resent),
             load(&c.queue_dropped),
             load(&c.write_errors),
+            load(&c.unqueued_lost),
             load(&c.handoff_dropped),
             load(&c.refused),
             load(&c.detections),
@@ -372,6 +379,7 @@ impl Drop for MqttOutput {
 struct SenderThread {
     wire: Arc<Wire>,
     queue: DiskQueue,
+    queue_dir: std::path::PathBuf,
     /// Full topic per [`Topic`], in the order Hazards, Stats, Status, Detections.
     topics: [String; 4],
     device: String,
@@ -424,13 +432,21 @@ impl SenderThread {
                             }
                             _ => {
                                 if let Err(e) = self.queue.push(topic.kind(), &data) {
+                                    // Without its record the message cannot wait for the broker:
+                                    // it goes straight out while connected, and is lost while not.
                                     self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                                    let name = self.topic(topic).to_string();
+                                    if !self.wire.publish(session, Tag::Direct, &name, false, data.clone()) {
+                                        self.counters.unqueued_lost.fetch_add(1, Ordering::Relaxed);
+                                    }
                                     if last_write_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
                                     {
                                         log::error!(
-                                            "MQTT: cannot write to the queue: {e}; {} messages lost so far (logged at most every minute; \
-                                             free space or give [output.mqtt] queue_dir another disk)",
-                                            self.counters.write_errors.load(Ordering::Relaxed)
+                                            "MQTT: cannot write to the queue in {}: {e}; until it can, messages go straight to the \
+                                             broker while connected and are lost while not ({} lost so far; logged at most every \
+                                             minute; free space, or give [output.mqtt] queue_dir another disk)",
+                                            self.queue_dir.display(),
+                                            self.counters.unqueued_lost.load(Ordering::Relaxed)
                                         );
                                         last_write_error = Some(Instant::now());
                                     }
