@@ -26,8 +26,16 @@ pub struct MetricsServer {
 fn serve(mut stream: TcpStream, text: &Mutex<String>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    // The request line may come in several segments: read until the end of the headers (or
+    // 1 KiB, EOF, an error or the timeout), not just what the first read returns.
     let mut buf = [0u8; 1024];
-    let n = stream.read(&mut buf).unwrap_or(0);
+    let mut n = 0;
+    while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
     let request = String::from_utf8_lossy(&buf[..n]);
     let path = request.split_whitespace().nth(1).unwrap_or("");
     let (status, body) =
@@ -313,7 +321,12 @@ mod tests {
         m.update(render(&iv, &misses));
         let get = |path: &str| {
             let mut c = TcpStream::connect(m.local_addr()).unwrap();
-            write!(c, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+            // In pieces, as a slow client may send it: the server reads to the blank line.
+            for piece in ["GET ", path, " HTTP/1.0\r\n", "\r\n"] {
+                c.write_all(piece.as_bytes()).unwrap();
+                c.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
             let mut out = String::new();
             c.read_to_string(&mut out).unwrap();
             out
