@@ -176,6 +176,19 @@ impl Drop for Sub {
     }
 }
 
+/// A test's folder, an open broker there and a subscriber to `jetdetect/#` that is live; `None`
+/// (the test passes, saying why) without mosquitto.
+fn open_broker(name: &str) -> Option<(PathBuf, Broker, Sub)> {
+    if !have_mosquitto() {
+        return None;
+    }
+    let dir = fresh_dir("mqtt", name);
+    let broker = Broker::start(&dir, "allow_anonymous true", "");
+    let sub = Sub::start(broker.port, &format!("watcher-{name}"), &[]);
+    sub.wait_ready(broker.port, "jetdetect/probe/x", &[]);
+    Some((dir, broker, sub))
+}
+
 /// A config: a synthetic camera of `frames` frames at `fps`, hazards on, `[output.mqtt]` with `mqtt`.
 fn config(dir: &Path, fps: u32, frames: u32, mqtt: &str) -> PathBuf {
     let p = dir.join("jd.toml");
@@ -267,13 +280,7 @@ fn same_in_order(what: &str, want: &[u64], got: &[u64]) -> (usize, usize) {
 
 #[test]
 fn hazards_stats_and_status_reach_the_broker_and_survive_its_outage() {
-    if !have_mosquitto() {
-        return;
-    }
-    let dir = fresh_dir("mqtt", "outage");
-    let mut broker = Broker::start(&dir, "allow_anonymous true", "");
-    let sub = Sub::start(broker.port, "watcher-outage", &[]);
-    sub.wait_ready(broker.port, "jetdetect/probe/x", &[]);
+    let Some((dir, mut broker, sub)) = open_broker("outage") else { return };
     // The outage: 8 s here; JETDETECT_MQTT_OUTAGE_S=30 for the figure.
     let outage: u64 = std::env::var("JETDETECT_MQTT_OUTAGE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
     let fps = 10;
@@ -366,14 +373,8 @@ fn hazards_stats_and_status_reach_the_broker_and_survive_its_outage() {
 
 #[test]
 fn a_restart_while_the_broker_is_down_loses_nothing() {
-    if !have_mosquitto() {
-        return;
-    }
-    let dir = fresh_dir("mqtt", "restart");
-    let mut broker = Broker::start(&dir, "allow_anonymous true", "");
     // The subscriber's session is made, then the broker goes away with it saved.
-    let sub = Sub::start(broker.port, "watcher-restart", &[]);
-    sub.wait_ready(broker.port, "jetdetect/probe/x", &[]);
+    let Some((dir, mut broker, sub)) = open_broker("restart") else { return };
     broker.stop();
     let cfg =
         config(&dir, 10, 25, &format!("url = \"mqtt://127.0.0.1:{}\"\ndevice = \"rover-2\"\n", broker.port));
@@ -685,14 +686,8 @@ fn a_bridge_carries_a_robot_to_the_central_broker() {
 
 #[test]
 fn a_queue_that_cannot_be_written_is_reported_and_counted_not_fatal() {
-    if !have_mosquitto() {
-        return;
-    }
     use std::os::unix::process::CommandExt as _;
-    let dir = fresh_dir("mqtt", "disk-full");
-    let broker = Broker::start(&dir, "allow_anonymous true", "");
-    let sub = Sub::start(broker.port, "watcher-full", &[]);
-    sub.wait_ready(broker.port, "jetdetect/probe/x", &[]);
+    let Some((dir, broker, sub)) = open_broker("disk-full") else { return };
     let cfg = config(
         &dir,
         10,

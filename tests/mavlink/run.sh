@@ -9,6 +9,7 @@
 # usage: tests/mavlink/run.sh [path/to/jetdetect]   (default target/debug/jetdetect)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/outputs.sh
 BIN=${1:-target/debug/jetdetect}
 [ -x "$BIN" ] || { echo "mavlink/run.sh: $BIN is not built (cargo build first)" >&2; exit 2; }
 command -v socat >/dev/null || { echo "mavlink/run.sh: socat is missing: apt-get install socat" >&2; exit 2; }
@@ -33,15 +34,8 @@ stats_interval_s = 2
 url = "$1"
 rate_hz = 10
 max_distance_m = 60
-[hazards]
-enabled = true
-[hazards.classes]
-box = { height_m = 0.5 }
-ball = { height_m = 0.3 }
-cone = { height_m = 0.7 }
-[latency]
-stale_ms = 600
 TOML
+    hazards_toml 600
 }
 
 fails=0

@@ -9,6 +9,7 @@
 # usage: tests/mqtt/run.sh [path/to/jetdetect]   (default target/debug/jetdetect)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/outputs.sh
 BIN=${1:-target/debug/jetdetect}
 [ -x "$BIN" ] || { echo "mqtt/run.sh: $BIN is not built (cargo build first)" >&2; exit 2; }
 command -v mosquitto >/dev/null || { echo "mqtt/run.sh: mosquitto is missing: apt install mosquitto" >&2; exit 2; }
@@ -42,28 +43,13 @@ url = "mqtt://127.0.0.1:$PORT"
 device = "robot-7"
 queue_dir = "$W/queue"
 detections_hz = 2
-[hazards]
-enabled = true
-[hazards.classes]
-box = { height_m = 0.5 }
-ball = { height_m = 0.3 }
-cone = { height_m = 0.7 }
-[latency]
-stale_ms = 500
 TOML
+hazards_toml 500 >>"$W/jd.toml"
 
 python3 tests/mqtt/check.py --port "$PORT" --device robot-7 --socket "$W/d.sock" --seconds 12 --blind \
     >"$W/check.out" 2>&1 & chk=$!
 RUST_LOG=info "$BIN" run --config "$W/jd.toml" 2>"$W/jd.log" & jd=$!
-if wait "$chk"; then
-    echo "ok   mqtt: $(tail -n 1 "$W/check.out")"
-else
-    echo "FAIL mqtt:"; cat "$W/check.out"; tail -n 20 "$W/jd.log"
-    exit 1
-fi
-kill -TERM "$jd"
-wait "$jd" || { echo "FAIL mqtt: the daemon exited $?"; tail -n 20 "$W/jd.log"; exit 1; }
-jd=
+check_then_stop mqtt
 if python3 tests/mqtt/check.py --port "$PORT" --device robot-7 --retained signal >"$W/retained.out" 2>&1; then
     echo "ok   mqtt: $(tail -n 1 "$W/retained.out")"
 else

@@ -10,6 +10,7 @@
 # usage: tests/ros2/run.sh [path/to/jetdetect]   (default target/debug/jetdetect)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/outputs.sh
 BIN=${1:-target/debug/jetdetect}
 [ -x "$BIN" ] || { echo "ros2/run.sh: $BIN is not built (cargo build first)" >&2; exit 2; }
 python3 -c 'import cyclonedds' 2>/dev/null \
@@ -35,28 +36,13 @@ domain_id = $DOMAIN
 namespace = "/robot1"
 frame_id = "front_camera"
 interfaces = ["127.0.0.1"]
-[hazards]
-enabled = true
-[hazards.classes]
-box = { height_m = 0.5 }
-ball = { height_m = 0.3 }
-cone = { height_m = 0.7 }
-[latency]
-stale_ms = 500
 TOML
+hazards_toml 500 >>"$W/jd.toml"
 
 python3 tests/ros2/check.py --domain "$DOMAIN" --socket "$W/d.sock" --seconds 14 --namespace /robot1 \
     --frame-id front_camera --blind --out "$W/check.json" >"$W/check.out" 2>&1 & chk=$!
 RUST_LOG=info "$BIN" run --config "$W/jd.toml" 2>"$W/jd.log" & jd=$!
-if wait "$chk"; then
-    echo "ok   ros2: $(tail -n 1 "$W/check.out")"
-else
-    echo "FAIL ros2:"; cat "$W/check.out"; tail -n 20 "$W/jd.log"
-    exit 1
-fi
-kill -TERM "$jd"
-wait "$jd" || { echo "FAIL ros2: the daemon exited $?"; tail -n 20 "$W/jd.log"; exit 1; }
-jd=
+check_then_stop ros2
 grep -E "ROS 2" "$W/jd.log" | sed 's/^/     log: /'
 rm -rf "$W"
 echo "ros2/run.sh: PASS"
