@@ -86,6 +86,11 @@ pub fn check_config(config: &Path) -> (Option<i32>, String) {
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// A free TCP port on 127.0.0.1 (bound, then released for the test's server to take).
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// An empty folder for one test: `jd-<suite>-<pid>-<name>` in the temporary directory.
 pub fn fresh_dir(suite: &str, name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jd-{suite}-{}-{name}", std::process::id()));

@@ -206,11 +206,6 @@ fn running(pid: u32) -> bool {
     }
 }
 
-/// A free TCP port on 127.0.0.1.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// `tests/rtsp/server.py` on `port`, once it listens.
 fn rtsp_server(port: u16, auth: Option<(&str, &str)>) -> KillOnDrop {
     let mut cmd = Command::new("/usr/bin/python3");
@@ -240,7 +235,7 @@ fn an_rtsp_camera_that_restarts_is_read_again_without_reopening_the_source() {
     if !have_gst(true) {
         return;
     }
-    let port = free_port();
+    let port = crate::common::free_tcp_port();
     let server = rtsp_server(port, None);
     let uri = format!("rtsp://127.0.0.1:{port}/cam?latency_ms=0");
     let mut src = source::open(&uri).unwrap();
@@ -272,7 +267,7 @@ fn rtsp_credentials_come_from_a_file_and_wrong_ones_are_named() {
     if !have_gst(true) {
         return;
     }
-    let port = free_port();
+    let port = crate::common::free_tcp_port();
     let _server = rtsp_server(port, Some(("robot", "s3cret word")));
     let dir = common::fresh_dir("gst", "credentials");
     let good = dir.join("good");
@@ -289,7 +284,7 @@ fn rtsp_credentials_come_from_a_file_and_wrong_ones_are_named() {
     assert!(seen.iter().any(|m| m.contains("401 Unauthorized")), "{seen:?}");
     assert!(seen.iter().all(|m| !m.contains("guess")), "{seen:?}");
     // Nobody listening: said so, and retried.
-    let closed = free_port();
+    let closed = crate::common::free_tcp_port();
     let mut src = source::open(&format!("rtsp://127.0.0.1:{closed}/cam")).unwrap();
     let seen = frame_within(src.as_mut(), &mut frame, Duration::from_secs(5)).unwrap_err();
     assert!(seen.iter().any(|m| m.contains("cannot open the stream")), "{seen:?}");
@@ -302,7 +297,7 @@ fn an_unreachable_rtsp_camera_is_named_and_the_other_cameras_keep_being_served()
         return;
     }
     let dir = common::fresh_dir("gst", "cameras");
-    let closed = free_port();
+    let closed = crate::common::free_tcp_port();
     let cfg = dir.join("jd.toml");
     std::fs::write(
         &cfg,

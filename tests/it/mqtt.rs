@@ -9,11 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{fresh_dir, repo, Daemon};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use crate::common::{free_tcp_port as free_port, fresh_dir, repo, Daemon};
 
 /// Whether mosquitto is here; panics when it must be.
 fn have_mosquitto() -> bool {

@@ -133,8 +133,6 @@ pub struct Counters {
     pub detections_dropped: AtomicU64,
     /// Records waiting in the queue now.
     pub queued: AtomicU64,
-    /// Connections made.
-    pub connects: AtomicU64,
 }
 
 /// The MQTT output.
@@ -599,7 +597,6 @@ fn net_loop(
         match connection.next(settings) {
             Net::Connected => {
                 sessions += 1;
-                counters.connects.fetch_add(1, Ordering::Relaxed);
                 {
                     let mut book = wire.book();
                     *book = Book { session: sessions, ..Book::default() };
