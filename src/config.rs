@@ -43,8 +43,10 @@ pub struct Config {
     pub detect: DetectConfig,
     /// `[output]`: the UNIX socket clients read detections from.
     pub output: OutputConfig,
-    /// `[metrics]`: the optional Prometheus endpoint.
+    /// `[metrics]`: the optional HTTP server (Prometheus text, the live view).
     pub metrics: MetricsConfig,
+    /// `[view]`: the live view and snapshots on the `[metrics]` server.
+    pub view: ViewConfig,
     /// `[power]`: clock profile, state file, telemetry.
     pub power: PowerConfig,
     /// `[camera]`: field of view or intrinsics, and mounting.
@@ -306,6 +308,33 @@ pub struct MetricsConfig {
     pub listen: String,
     /// Allow `listen` on an address other than loopback (it is refused otherwise).
     pub allow_remote: bool,
+    /// A file whose first line is the access token every request must then carry (as
+    /// `Authorization: Bearer TOKEN`, or `?token=TOKEN` once, which sets a cookie). Required
+    /// with `allow_remote` when `[view] enabled`. Empty: no token.
+    #[serde(skip_serializing_if = "crate::config::path_is_empty")]
+    pub token_file: PathBuf,
+}
+
+/// `[view]`: the live view (a page at `/` on the `[metrics] listen` server) and snapshots.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ViewConfig {
+    /// Serve the page, its pictures and `/snapshot.jpg`.
+    pub enabled: bool,
+    /// At most one picture per camera per this many ms while someone watches (50 to 10000).
+    pub interval_ms: u64,
+    /// JPEG quality, 10 to 100.
+    pub quality: u8,
+}
+
+impl Default for ViewConfig {
+    fn default() -> Self {
+        ViewConfig { enabled: false, interval_ms: 100, quality: 75 }
+    }
+}
+
+fn path_is_empty(p: &Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 /// A configuration problem, located as precisely as the file allows.
@@ -501,6 +530,9 @@ impl Config {
         self.model.path = join(base, &self.model.path);
         self.model.names = self.model.names.as_deref().map(|p| join(base, p));
         self.output.socket = join(base, &self.output.socket);
+        if !self.metrics.token_file.as_os_str().is_empty() {
+            self.metrics.token_file = join(base, &self.metrics.token_file);
+        }
         self.power.root = join(base, &self.power.root);
         if !self.engine.library.as_os_str().is_empty() {
             self.engine.library = join(base, &self.engine.library);
@@ -660,6 +692,34 @@ impl Config {
                     format!("{addr} is not a loopback address: set [metrics] allow_remote = true to expose metrics on the network"),
                 ));
             }
+            if self.view.enabled && !addr.ip().is_loopback() && self.metrics.token_file.as_os_str().is_empty()
+            {
+                return Err(err(
+                    "metrics",
+                    "allow_remote",
+                    "the live view on the network needs an access token: set [metrics] token_file to a \
+                     file holding one (e.g. `openssl rand -hex 16 > /etc/jetdetect/view.token`)"
+                        .into(),
+                ));
+            }
+        }
+        let v = &self.view;
+        if v.enabled && self.metrics.listen.is_empty() {
+            return Err(err(
+                "view",
+                "enabled",
+                "the view is served by the HTTP server: set [metrics] listen = \"127.0.0.1:9464\" too".into(),
+            ));
+        }
+        if !(50..=10_000).contains(&v.interval_ms) {
+            return Err(err(
+                "view",
+                "interval_ms",
+                format!("{} is out of range: allowed 50 to 10000 (ms between pictures)", v.interval_ms),
+            ));
+        }
+        if !(10..=100).contains(&v.quality) {
+            return Err(err("view", "quality", format!("{} is out of range: allowed 10 to 100", v.quality)));
         }
         crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
         self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
@@ -1015,6 +1075,31 @@ mod tests {
         assert!(e.message.contains("add \"tensorrt\""), "{e}");
         let e = parse("[preprocess]\ndevice = \"npu\"\n").unwrap_err();
         assert!(e.message.contains("use \"cpu\", \"gpu\" or \"dla\""), "{e}");
+    }
+
+    #[test]
+    fn the_view_needs_the_server_and_a_token_off_loopback() {
+        let e = parse("[view]\nenabled = true\n").unwrap_err();
+        assert!(e.message.contains("[view] enabled") && e.message.contains("[metrics] listen"), "{e}");
+        assert!(parse("[metrics]\nlisten = '127.0.0.1:9464'\n[view]\nenabled = true\n").is_ok());
+        let e = parse("[metrics]\nlisten = '0.0.0.0:9464'\nallow_remote = true\n[view]\nenabled = true\n")
+            .unwrap_err();
+        assert!(e.message.contains("token_file"), "{e}");
+        assert_eq!(e.line, Some(3), "{e}");
+        let c = parse(
+            "[metrics]\nlisten = '0.0.0.0:9464'\nallow_remote = true\ntoken_file = 'view.token'\n[view]\nenabled = true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.metrics.token_file,
+            Path::new("/etc/jetdetect/view.token"),
+            "relative to the config file"
+        );
+        let e = parse("[metrics]\nlisten = '127.0.0.1:1'\n[view]\nenabled = true\ninterval_ms = 10\n")
+            .unwrap_err();
+        assert!(e.message.contains("interval_ms") && e.message.contains("50 to 10000"), "{e}");
+        let e = parse("[view]\nquality = 0\n").unwrap_err();
+        assert!(e.message.contains("[view] quality"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::config::ConfigError;
 use crate::engine::EngineError;
-use crate::output::metrics::MetricsError;
+use crate::output::http::HttpError;
 use crate::output::socket::SocketError;
 use crate::power::PowerError;
 use crate::preprocess::PreprocessError;
@@ -76,9 +76,9 @@ pub enum Error {
     /// The detections socket could not be set up.
     #[error("[output] socket: {0}")]
     Socket(#[from] SocketError),
-    /// The metrics endpoint could not be set up.
+    /// The HTTP server (`[metrics]`, `[view]`) could not be set up.
     #[error("{0}")]
-    Metrics(#[from] MetricsError),
+    Http(#[from] HttpError),
     /// The ROS 2 node could not be set up (`[output.ros2]`).
     #[error("[output.ros2]: {0}")]
     Ros2(String),

@@ -44,6 +44,7 @@ mod fault {
 pub mod frame;
 pub mod hazard;
 pub mod output;
+pub mod overlay;
 pub mod pipeline;
 pub mod power;
 pub mod preprocess;

@@ -44,6 +44,9 @@ enum Command {
     Record(cli::record::Args),
     /// Write synthetic obstacle scenes as a YOLO training set (images + labels + data.yaml).
     Dataset(cli::dataset::Args),
+    /// Save the newest frame of a running daemon as JPEG, with its boxes drawn (or --raw),
+    /// through its live view server ([view] enabled).
+    Snapshot(cli::snapshot::Args),
     /// Every robot on an MQTT broker in one live table (state, FPS, p99, temperature,
     /// throttling, danger zones, last seen); --json for scripts.
     Fleet(cli::fleet::Args),
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cli::record::run(a),
         Command::Dataset(a) => cli::dataset::run(a),
         Command::Fleet(a) => cli::fleet::run(a),
+        Command::Snapshot(a) => cli::snapshot::run(a),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -162,6 +162,28 @@ impl LatencyStats {
         self.hists[index].value_at_quantile(q) as f64 / 1000.0
     }
 
+    /// Stage `index`'s distribution in `bins` equal bins from 0 up to its largest value
+    /// (rounded up to a round bin width): the bin width in ms and the count per bin.
+    pub fn histogram(&self, index: usize, bins: usize) -> (f64, Vec<u64>) {
+        let h = &self.hists[index];
+        let mut counts = vec![0u64; bins.max(1)];
+        if h.is_empty() {
+            return (0.0, counts);
+        }
+        let max_ms = h.max() as f64 / 1e3;
+        // A 1-2-5 series bin width so the axis reads well.
+        let raw = max_ms / counts.len() as f64;
+        let decade = 10f64.powf(raw.log10().floor());
+        let width =
+            [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * decade).find(|w| *w >= raw).unwrap_or(10.0 * decade);
+        for v in h.iter_recorded() {
+            let ms = v.value_iterated_to() as f64 / 1e3;
+            let i = ((ms / width) as usize).min(counts.len() - 1);
+            counts[i] += v.count_at_value();
+        }
+        ((width * 1e3).round() / 1e3, counts)
+    }
+
     /// Adds another set of histograms into this one.
     pub fn merge(&mut self, other: &LatencyStats) {
         for (a, b) in self.hists.iter_mut().zip(&other.hists) {
@@ -306,5 +328,18 @@ mod contract_tests {
             "deadline_ms"
         );
         assert!(LatencyConfig::default().deadline().is_none());
+    }
+
+    #[test]
+    fn histogram_bins_cover_every_frame() {
+        let mut s = LatencyStats::with_stages(1);
+        for us in [1_000u64, 2_000, 2_500, 9_000, 47_000] {
+            s.record([us]);
+        }
+        let (width, counts) = s.histogram(0, 24);
+        assert_eq!(width, 2.0, "47 ms over 24 bins: 1.96 ms, rounded up to 2");
+        assert_eq!(counts.iter().sum::<u64>(), 5);
+        assert_eq!((counts[0], counts[1], counts[4], counts[23]), (1, 2, 1, 1));
+        assert_eq!(LatencyStats::with_stages(1).histogram(0, 4), (0.0, vec![0; 4]));
     }
 }

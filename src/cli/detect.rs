@@ -1,13 +1,18 @@
 //! `jetdetect detect`: detections in images, folders of them and recorded frames, one JSON
-//! line each ([`protocol::write_image`]).
+//! line each ([`protocol::write_image`]); with `--draw DIR`, each also as a JPEG with its
+//! boxes drawn ([`overlay`]).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
 use jetdetect::output::protocol;
+use jetdetect::overlay;
+use jetdetect::pipeline::report::FrameReport;
+use jetdetect::preprocess::colour;
 use jetdetect::source::{self, file::load_image, file::IMAGE_EXTENSIONS};
+use jetdetect::yolo::{ClassNames, Detection};
 use jetdetect::Error;
 
 use super::ModelArgs;
@@ -21,6 +26,36 @@ pub struct Args {
     /// file://clip.yuv?width=640&height=480&format=yuyv.
     #[arg(required = true)]
     images: Vec<String>,
+    /// Also write each image with its boxes drawn, as DIR/<name>.jpg (frames of a URI:
+    /// DIR/<name>-<frame>.jpg).
+    #[arg(long, value_name = "DIR")]
+    draw: Option<PathBuf>,
+}
+
+/// Writes `frame` with `dets` drawn on it into `dir`, as a JPEG named after the frame.
+fn draw(dir: &Path, frame: &Frame, dets: &[Detection], names: &ClassNames, uri: bool) -> Result<(), Error> {
+    let mut rgb = Vec::new();
+    colour::to_rgb(frame, &mut rgb);
+    let mut report = FrameReport::new();
+    report.width = frame.width;
+    report.height = frame.height;
+    report.seq = frame.seq;
+    report.captured_wall_ns = frame.captured_wall_ns;
+    report.detections.extend_from_slice(dets);
+    report.camera = jetdetect::pipeline::report::CameraId::new(0, "detect");
+    overlay::draw(&mut rgb, &report, names);
+    let stem = Path::new(&frame.label).file_stem().and_then(|s| s.to_str()).unwrap_or("frame");
+    let stem: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let name = match uri {
+        true => format!("{stem}-{:06}.jpg", frame.seq),
+        false => format!("{stem}.jpg"),
+    };
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
+    image::codecs::jpeg::JpegEncoder::new_with_quality(std::io::BufWriter::new(file), 90)
+        .encode(&rgb, frame.width, frame.height, image::ExtendedColorType::Rgb8)
+        .map_err(|e| Error::Command(format!("{}: cannot encode: {e}", path.display())))
 }
 
 /// Expands the `detect` arguments: folders into their images, URIs kept as they are.
@@ -68,9 +103,16 @@ pub fn run(args: Args) -> Result<bool, Error> {
     let mut all_ok = true;
     let mut frame = Frame::empty();
     let mut line = Vec::new();
+    if let Some(dir) = &args.draw {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("--draw {}", dir.display()), e))?;
+    }
     for input in expand_inputs(&args.images) {
+        let uri = input.contains("://");
         let mut emit = |frame: &Frame, detector: &mut Detector| -> Result<(), Error> {
             let dets = detector.detect(frame)?.to_vec();
+            if let Some(dir) = &args.draw {
+                draw(dir, frame, &dets, detector.names(), uri)?;
+            }
             line.clear();
             protocol::write_image(
                 &mut line,

@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod probe_camera;
 pub mod record;
 pub mod run;
+pub mod snapshot;
 pub mod watch;
 
 use std::path::PathBuf;

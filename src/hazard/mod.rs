@@ -185,6 +185,14 @@ impl HazardFrame {
         }
     }
 
+    /// Makes this frame a copy of `other`, reusing its buffers.
+    pub fn copy_from(&mut self, other: &HazardFrame) {
+        self.track_of.clone_from(&other.track_of);
+        self.obstacles.clone_from(&other.obstacles);
+        self.zones.clone_from(&other.zones);
+        self.span_deg = other.span_deg;
+    }
+
     /// The most urgent level over all zones.
     pub fn level(&self) -> Level {
         self.zones.iter().map(|z| z.level).max().unwrap_or(Level::Clear)

@@ -1,13 +1,14 @@
 //! Where detections go. Each output implements [`Output`] (`pipeline::publish`): the UNIX socket
-//! and its protocol, the optional Prometheus endpoint, systemd notifications, `--echo`,
+//! and its protocol, the optional HTTP server (Prometheus text, the live view), systemd
+//! notifications, `--echo`,
 //! MAVLink to a flight controller (`[output.mavlink]`), ROS 2 topics (`[output.ros2]`) and a
 //! fleet's MQTT broker (`[output.mqtt]`).
 //! Outputs read finished frame reports and interval figures; they never reach back into the
 //! pipeline's stages. A new output is a file here, its config section, and one line in [`open`].
 
 pub mod echo;
+pub mod http;
 pub mod mavlink;
-pub mod metrics;
 pub mod mqtt;
 pub mod notify;
 pub mod protocol;
@@ -20,7 +21,8 @@ use crate::config::Config;
 
 /// The outputs `config` asks for: systemd's notify socket (when systemd set one; it keeps the
 /// watchdog fed from now until the pipeline is ready), the socket (`[output]`) and the
-/// Prometheus endpoint (`[metrics] listen`), which bind when the pipeline opens them.
+/// HTTP server (`[metrics] listen`, with the live view under `[view]`), which bind when the
+/// pipeline opens them.
 pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
     let o = &config.output;
     let group = (!o.socket_group.is_empty()).then_some(o.socket_group.as_str());
@@ -44,7 +46,7 @@ pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
         outputs.push(Box::new(mqtt::MqttOutput::new(m, config.hazards.enabled, cameras)));
     }
     if !config.metrics.listen.is_empty() {
-        outputs.push(Box::new(metrics::MetricsOutput::new(&config.metrics.listen)));
+        outputs.push(Box::new(http::HttpOutput::new(config)));
     }
     outputs
 }

@@ -21,6 +21,7 @@
 pub mod publish;
 pub mod report;
 pub mod slot;
+pub mod tap;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -41,6 +42,7 @@ use crate::yolo::Detection;
 use publish::{Health, Output, Publisher, Started};
 use report::{Blind, BlindReason, CameraId, CameraStats, FrameCounters, FrameReport, SourceState};
 use slot::LatestSlots;
+use tap::PictureTap;
 
 /// How a run is started, beyond the config file.
 #[derive(Default)]
@@ -303,6 +305,7 @@ fn inference_loop(
     reports: SyncSender<FrameReport>,
     recycled: Receiver<FrameReport>,
     shared: Arc<Shared>,
+    taps: Vec<Arc<PictureTap>>,
 ) {
     let mut last_error_log: Option<Instant> = None;
     // A failed frame is counted against its camera; the log says so at most every 5 s.
@@ -337,7 +340,7 @@ fn inference_loop(
             }
         } else {
             let times = detector.times();
-            for (k, (lane, frame)) in taken.iter().enumerate() {
+            for (k, (lane, frame)) in taken.iter_mut().enumerate() {
                 let dets = match detector.batch_result(k) {
                     Ok(d) => d,
                     Err(e) => {
@@ -347,6 +350,11 @@ fn inference_loop(
                 };
                 let mut r = spare.take().or_else(|| recycled.try_recv().ok()).unwrap_or_default();
                 fill_report(&mut r, &mut cameras[*lane], frame, dets, times, start);
+                // Someone is looking: the frame goes to them with its own report (its buffer is
+                // swapped for a spare, not copied).
+                if let Some(tap) = taps.iter().find(|t| t.due(*lane, frame.captured)) {
+                    tap.offer(frame, &r);
+                }
                 shared.cameras[*lane].processed.fetch_add(1, Ordering::Relaxed);
                 match reports.try_send(r) {
                     Ok(()) => {}
@@ -527,6 +535,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         .iter()
         .map(|s| s.stale_ms.map_or(config.latency.stale(), |ms| Duration::from_secs_f64(ms / 1e3)))
         .collect();
+    let taps: Vec<Arc<PictureTap>> = options.outputs.iter().filter_map(|o| o.picture_tap()).collect();
     let mut publisher = Publisher::new(
         options.outputs,
         Duration::from_secs(config.output.stats_interval_s),
@@ -569,7 +578,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
             .name("inference".into())
             .spawn(move || {
                 let _guard = PanicGuard { stage: "inference".into(), slot: slot.clone(), stop };
-                inference_loop(detector, lanes, slot, report_tx, recycle_rx, shared)
+                inference_loop(detector, lanes, slot, report_tx, recycle_rx, shared, taps)
             })
             .map_err(|e| Error::io("cannot start the inference thread", e))?
     };

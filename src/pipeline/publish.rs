@@ -99,6 +99,11 @@ pub trait Output: Send {
     fn interval(&mut self, _interval: &Interval<'_>) {}
     /// The run ended for `reason`; `run` holds the whole run's figures.
     fn finish(&mut self, _run: &Interval<'_>, _reason: &str) {}
+    /// Where this output takes pictures from, when it shows frames (the live view): inference
+    /// hands frames to the tap while someone watches ([`super::tap`]).
+    fn picture_tap(&self) -> Option<std::sync::Arc<super::tap::PictureTap>> {
+        None
+    }
     /// Clients connected to this output now (for the stats).
     fn clients(&self) -> usize {
         0

@@ -83,6 +83,22 @@ impl FrameReport {
         }
     }
 
+    /// Makes this report a copy of `other`, reusing its buffers.
+    pub fn copy_from(&mut self, other: &FrameReport) {
+        self.camera.clone_from(&other.camera);
+        self.seq = other.seq;
+        self.width = other.width;
+        self.height = other.height;
+        self.captured = other.captured;
+        self.captured_wall_ns = other.captured_wall_ns;
+        self.infer_start = other.infer_start;
+        self.infer_end = other.infer_end;
+        self.times = other.times;
+        self.detections.clone_from(&other.detections);
+        self.truth.clone_from(&other.truth);
+        self.hazards.copy_from(&other.hazards);
+    }
+
     /// Microseconds per stage, given the publish time.
     pub fn stage_us(&self, published: Instant) -> PerStage<u64> {
         let us = |d: std::time::Duration| d.as_micros() as u64;

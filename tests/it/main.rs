@@ -31,3 +31,4 @@ mod reference;
 mod ros2;
 mod synthetic_accuracy;
 mod v4l2_buffers;
+mod view;

@@ -1,122 +1,8 @@
-//! An optional Prometheus text endpoint (`[metrics] listen`), off by default.
-//!
-//! A small blocking HTTP/1.0 responder on its own thread: `GET /metrics`
-//! returns the text rendered by the publisher at its last update; anything
-//! else is a 404. It binds to loopback unless the config explicitly allows
-//! another address.
-
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+//! The Prometheus text served at `GET /metrics` (`[metrics] listen`), rendered once per stats
+//! interval.
 
 use crate::pipeline::publish::Interval;
 use crate::stats::{DeadlineMisses, Stage};
-
-/// The running endpoint.
-pub struct MetricsServer {
-    text: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-    addr: std::net::SocketAddr,
-}
-
-fn serve(mut stream: TcpStream, text: &Mutex<String>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-    // The request line may come in several segments: read until the end of the headers (or
-    // 1 KiB, EOF, an error or the timeout), not just what the first read returns.
-    let mut buf = [0u8; 1024];
-    let mut n = 0;
-    while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
-        }
-    }
-    let request = String::from_utf8_lossy(&buf[..n]);
-    let path = request.split_whitespace().nth(1).unwrap_or("");
-    let (status, body) =
-        if request.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
-            ("200 OK", text.lock().map(|t| t.clone()).unwrap_or_default())
-        } else {
-            ("404 Not Found", "try GET /metrics\n".to_string())
-        };
-    let _ = write!(
-        stream,
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-/// Why the metrics endpoint could not be set up: what was being done, and the system's error.
-#[derive(Debug, thiserror::Error)]
-#[error("{context}: {source}")]
-pub struct MetricsError {
-    context: String,
-    source: std::io::Error,
-}
-
-impl MetricsServer {
-    /// Listens on `addr` (already validated by the config).
-    pub fn start(addr: &str) -> Result<MetricsServer, MetricsError> {
-        let at = |what: &str| {
-            let context = format!("[metrics] listen = {addr}{what}");
-            move |source| MetricsError { context, source }
-        };
-        let listener = TcpListener::bind(addr).map_err(at(": cannot listen"))?;
-        let local = listener.local_addr().map_err(at(""))?;
-        listener.set_nonblocking(true).map_err(at(""))?;
-        let text = Arc::new(Mutex::new(String::from("# jetdetect: no statistics yet\n")));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (t, s) = (text.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let _ = stream.set_nonblocking(false);
-                            serve(stream, &t);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(50))
-                        }
-                        Err(e) => {
-                            log::warn!("metrics: accept failed: {e}");
-                            std::thread::sleep(Duration::from_millis(200));
-                        }
-                    }
-                }
-            })
-            .map_err(|source| MetricsError { context: "cannot start the metrics thread".into(), source })?;
-        log::info!("metrics on http://{local}/metrics");
-        Ok(MetricsServer { text, stop, thread: Some(thread), addr: local })
-    }
-
-    /// The address actually bound (useful with port 0).
-    pub fn local_addr(&self) -> std::net::SocketAddr {
-        self.addr
-    }
-
-    /// Replaces the text served.
-    pub fn update(&self, text: String) {
-        if let Ok(mut t) = self.text.lock() {
-            *t = text;
-        }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 /// Renders the Prometheus text format for interval `iv`; `misses` are the deadline misses since
 /// start.
@@ -240,35 +126,6 @@ pub fn render(iv: &Interval<'_>, misses: &DeadlineMisses) -> String {
     s
 }
 
-/// The Prometheus endpoint as an [`crate::pipeline::publish::Output`]: the page is rendered
-/// once per stats interval.
-pub struct MetricsOutput {
-    addr: String,
-    server: Option<MetricsServer>,
-    misses: DeadlineMisses,
-}
-
-impl MetricsOutput {
-    /// Serves on `addr` (`[metrics] listen`) once the pipeline opens its outputs.
-    pub fn new(addr: &str) -> MetricsOutput {
-        MetricsOutput { addr: addr.to_string(), server: None, misses: DeadlineMisses::default() }
-    }
-}
-
-impl crate::pipeline::publish::Output for MetricsOutput {
-    fn open(&mut self) -> crate::error::Result<()> {
-        self.server = Some(MetricsServer::start(&self.addr)?);
-        Ok(())
-    }
-
-    fn interval(&mut self, iv: &Interval<'_>) {
-        self.misses.add(iv.misses);
-        if let Some(server) = &self.server {
-            server.update(render(iv, &self.misses));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,8 +134,7 @@ mod tests {
     use crate::stats::LatencyStats;
 
     #[test]
-    fn serves_metrics_and_404s_the_rest() {
-        let m = MetricsServer::start("127.0.0.1:0").unwrap();
+    fn renders_every_family() {
         let mut stats = LatencyStats::new();
         stats.record([1000, 2000, 3000, 100, 50, 6150]);
         let mut t = Telemetry::default();
@@ -318,21 +174,7 @@ mod tests {
             misses: &misses,
             blind: Some(&blind),
         };
-        m.update(render(&iv, &misses));
-        let get = |path: &str| {
-            let mut c = TcpStream::connect(m.local_addr()).unwrap();
-            // In pieces, as a slow client may send it: the server reads to the blank line.
-            for piece in ["GET ", path, " HTTP/1.0\r\n", "\r\n"] {
-                c.write_all(piece.as_bytes()).unwrap();
-                c.flush().unwrap();
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let mut out = String::new();
-            c.read_to_string(&mut out).unwrap();
-            out
-        };
-        let body = get("/metrics");
-        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        let body = render(&iv, &misses);
         assert!(body.contains("jetdetect_frames_total{outcome=\"captured\"} 5"), "{body}");
         assert!(
             body.contains("jetdetect_latency_seconds{stage=\"inference\",quantile=\"0.5\"} 0.003"),
@@ -350,6 +192,5 @@ mod tests {
         );
         assert!(body.contains("jetdetect_camera_frame_age_seconds{camera=\"rear\"} 1.5"), "{body}");
         assert!(body.contains("jetdetect_camera_blind{camera=\"rear\"} 1"), "{body}");
-        assert!(get("/").starts_with("HTTP/1.0 404"));
     }
 }

@@ -1,0 +1,344 @@
+//! The HTTP server (`[metrics] listen`, off by default): Prometheus text at `/metrics` and, with
+//! `[view] enabled`, the live view (a page at `/` showing each camera's picture with its boxes,
+//! tracks and zones, and the figures of the last stats interval) and `/snapshot.jpg`.
+//!
+//! It binds to loopback unless `[metrics] allow_remote`; with a token file every request must
+//! carry the token. tiny_http parses HTTP ([`server`]); pictures come from the pipeline's
+//! picture tap and are drawn and encoded on the view's own thread ([`view`]), only while someone
+//! looks.
+
+pub mod metrics;
+pub mod server;
+pub mod view;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::pipeline::publish::{Interval, Output, Started};
+use crate::pipeline::tap::PictureTap;
+use crate::stats::{DeadlineMisses, Stage};
+use server::Content;
+use view::View;
+
+/// Why the HTTP server could not be set up: what was being done, and the system's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct HttpError {
+    context: String,
+    source: std::io::Error,
+}
+
+/// Reads the access token: the first line of `path`, which must not be empty.
+pub fn read_token(path: &Path) -> Result<String, HttpError> {
+    let at = |m: &str| format!("[metrics] token_file = {}: {m}", path.display());
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| HttpError { context: at("cannot read the access token"), source })?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() || token.contains(|c: char| c.is_whitespace() || c == ';' || c.is_control()) {
+        return Err(HttpError {
+            context: at(
+                "the first line must be the token: printable, no spaces or ';' (e.g. `openssl rand -hex 16`)",
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::InvalidData),
+        });
+    }
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o004 != 0) {
+            log::warn!("{}: the access token is readable by every user: chmod 600 it", path.display());
+        }
+    }
+    Ok(token)
+}
+
+/// A running server: its workers and, with the view, the encoder.
+struct Running {
+    server: Arc<tiny_http::Server>,
+    workers: Vec<JoinHandle<()>>,
+    encoder: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+/// The HTTP server as an [`Output`]: the metrics and status are rendered once per stats
+/// interval; pictures flow through its [`PictureTap`].
+pub struct HttpOutput {
+    listen: String,
+    token_file: PathBuf,
+    content: Option<Arc<Content>>,
+    view: Option<Arc<View>>,
+    tap: Option<Arc<PictureTap>>,
+    running: Option<Running>,
+    misses: DeadlineMisses,
+    interval_s: u64,
+}
+
+impl HttpOutput {
+    /// The server `config` asks for (`[metrics]`, `[view]`), bound when the pipeline opens its
+    /// outputs.
+    pub fn new(config: &Config) -> HttpOutput {
+        let v = &config.view;
+        let cameras: Vec<String> = config.source.0.iter().map(|s| s.name.clone()).collect();
+        let (tap, view) = match v.enabled {
+            true => {
+                let tap = Arc::new(PictureTap::new(cameras.len(), Duration::from_millis(v.interval_ms)));
+                let view = Arc::new(View::new(tap.clone(), cameras, v.interval_ms, v.quality));
+                (Some(tap), Some(view))
+            }
+            false => (None, None),
+        };
+        HttpOutput {
+            listen: config.metrics.listen.clone(),
+            token_file: config.metrics.token_file.clone(),
+            content: None,
+            view,
+            tap,
+            running: None,
+            misses: DeadlineMisses::default(),
+            interval_s: config.output.stats_interval_s,
+        }
+    }
+
+    /// The address bound, once open.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.running.as_ref().map(|r| r.addr)
+    }
+
+    fn start(&mut self) -> Result<(), HttpError> {
+        let at = |what: &str| {
+            let context = format!("[metrics] listen = {}{what}", self.listen);
+            move |source| HttpError { context, source }
+        };
+        let token = match self.token_file.as_os_str().is_empty() {
+            true => None,
+            false => Some(read_token(&self.token_file)?),
+        };
+        let listener = TcpListener::bind(&self.listen).map_err(at(": cannot listen"))?;
+        let addr = listener.local_addr().map_err(at(""))?;
+        let server = tiny_http::Server::from_listener(listener, None)
+            .map_err(|e| at("")(std::io::Error::other(e.to_string())))?;
+        let server = Arc::new(server);
+        let content = Arc::new(Content::new(self.view.clone(), token));
+        let mut workers = Vec::with_capacity(server::WORKERS);
+        for i in 0..server::WORKERS {
+            let (s, c) = (server.clone(), content.clone());
+            let w = std::thread::Builder::new()
+                .name(format!("http {i}"))
+                .spawn(move || {
+                    while !c.stop.load(Ordering::Relaxed) {
+                        match s.recv_timeout(Duration::from_millis(200)) {
+                            Ok(Some(req)) => server::handle(req, &c),
+                            Ok(None) => {}
+                            Err(e) => {
+                                log::warn!("http: {e}");
+                                std::thread::sleep(Duration::from_millis(200));
+                            }
+                        }
+                    }
+                })
+                .map_err(at(": cannot start a worker thread"))?;
+            workers.push(w);
+        }
+        let encoder = match &self.view {
+            Some(v) => Some(v.start().map_err(at(": cannot start the view's thread"))?),
+            None => None,
+        };
+        self.content = Some(content);
+        self.running = Some(Running { server, workers, encoder, addr });
+        log::info!("metrics on http://{addr}/metrics");
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some(v) = &self.view {
+            v.stop();
+        }
+        if let Some(c) = &self.content {
+            c.stop.store(true, Ordering::Relaxed);
+        }
+        if let Some(r) = self.running.take() {
+            for _ in &r.workers {
+                r.server.unblock();
+            }
+            for w in r.workers.into_iter().chain(r.encoder) {
+                if !crate::output::join_within(w, Duration::from_secs(3)) {
+                    log::warn!("http: a thread did not stop within 3 s; leaving it");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for HttpOutput {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Output for HttpOutput {
+    fn open(&mut self) -> crate::error::Result<()> {
+        self.start()?;
+        Ok(())
+    }
+
+    fn ready(&mut self, started: &Started) {
+        if let (Some(v), Some(r)) = (&self.view, &self.running) {
+            v.set_names(&started.names);
+            let host = match r.addr.ip().is_unspecified() {
+                true => "<this machine's address>".to_string(),
+                false => r.addr.to_string(),
+            };
+            let host = match r.addr.ip().is_unspecified() {
+                true => format!("{host}:{}", r.addr.port()),
+                false => host,
+            };
+            let token = match self.token_file.as_os_str().is_empty() {
+                true => String::new(),
+                false => format!(" (first visit: /?token=<the token in {}>)", self.token_file.display()),
+            };
+            log::info!("live view on http://{host}/{token}");
+        }
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) {
+        self.misses.add(iv.misses);
+        let Some(c) = &self.content else { return };
+        let mut text = metrics::render(iv, &self.misses);
+        if let Some(v) = &self.view {
+            let (n, ms) = v.encoded();
+            text.push_str(&format!(
+                "# HELP jetdetect_view_pictures_total Pictures drawn and encoded for the live view and snapshots.\n\
+                 # TYPE jetdetect_view_pictures_total counter\njetdetect_view_pictures_total {n}\n\
+                 # HELP jetdetect_view_encode_seconds Mean time to draw and encode one picture.\n\
+                 # TYPE jetdetect_view_encode_seconds gauge\njetdetect_view_encode_seconds {}\n",
+                ms / 1e3
+            ));
+            if let Ok(mut s) = c.status.lock() {
+                *s = status(iv, v, self.interval_s);
+            }
+        }
+        if let Ok(mut m) = c.metrics.lock() {
+            *m = text;
+        }
+    }
+
+    fn finish(&mut self, _run: &Interval<'_>, _reason: &str) {
+        if let Some(v) = &self.view {
+            v.stop();
+        }
+    }
+
+    fn picture_tap(&self) -> Option<Arc<PictureTap>> {
+        self.tap.clone()
+    }
+}
+
+/// `/status.json`: the interval's `stats` message (as on the socket), the end-to-end latency
+/// histogram, and the view's settings and counters.
+fn status(iv: &Interval<'_>, v: &View, interval_s: u64) -> String {
+    let mut stats = Vec::with_capacity(4096);
+    crate::output::protocol::write_stats(&mut stats, iv);
+    let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap_or(serde_json::Value::Null);
+    let (bin_ms, counts) = iv.latency.histogram(Stage::EndToEnd as usize, 24);
+    let (encoded, encode_ms) = v.encoded();
+    serde_json::json!({
+        "stats": stats,
+        "stats_interval_s": interval_s,
+        "histogram": {"stage": "end_to_end", "bin_ms": bin_ms, "counts": counts},
+        "view": {
+            "cameras": v.cameras,
+            "interval_ms": v.interval_ms,
+            "pictures": encoded,
+            "encode_ms": (encode_ms * 1e3).round() / 1e3,
+        },
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    fn get(addr: SocketAddr, request: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // In pieces, as a slow client may send it.
+        for piece in request.as_bytes().chunks(7) {
+            c.write_all(piece).unwrap();
+            c.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out
+    }
+
+    fn config(extra: &str) -> Config {
+        Config::parse(
+            &format!("[metrics]\nlisten = \"127.0.0.1:0\"\n{extra}"),
+            Path::new("/tmp/jetdetect-http-test.toml"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn metrics_only_serves_metrics_and_refuses_writes() {
+        let mut o = HttpOutput::new(&config(""));
+        o.open().unwrap();
+        let addr = o.local_addr().unwrap();
+        let r = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.0 200") || r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(r.contains("no statistics yet"), "{r}");
+        let r = get(addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert!(r.contains(" 404 ") && r.contains("[view] enabled"), "{r}");
+        let r =
+            get(addr, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        assert!(r.contains(" 405 ") && r.contains("Allow: GET, HEAD"), "{r}");
+        assert!(o.picture_tap().is_none(), "no view: inference hands over nothing");
+    }
+
+    #[test]
+    fn the_token_is_required_once_set() {
+        let dir = std::env::temp_dir().join(format!("jd-http-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("view.token");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let mut o = HttpOutput::new(&config(&format!(
+            "token_file = \"{}\"\n[view]\nenabled = true\n",
+            file.display()
+        )));
+        o.open().unwrap();
+        let addr = o.local_addr().unwrap();
+        let close = "Host: x\r\nConnection: close\r\n\r\n";
+        let r = get(addr, &format!("GET /status.json HTTP/1.1\r\n{close}"));
+        assert!(r.contains(" 401 ") && r.contains("token_file"), "{r}");
+        let r = get(addr, &format!("GET /status.json HTTP/1.1\r\nAuthorization: Bearer wrong\r\n{close}"));
+        assert!(r.contains(" 401 "), "{r}");
+        let r = get(addr, &format!("GET /status.json HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n{close}"));
+        assert!(r.contains(" 200 ") && r.contains("{\"stats\":null}"), "{r}");
+        let r = get(addr, &format!("GET /?token=s3cret HTTP/1.1\r\n{close}"));
+        assert!(r.contains(" 200 ") && r.contains("Set-Cookie: jetdetect_token=s3cret;"), "{r}");
+        assert!(r.contains("Content-Security-Policy: default-src 'self'"), "{r}");
+        let r =
+            get(addr, &format!("GET /view.js HTTP/1.1\r\nCookie: a=b; jetdetect_token=s3cret\r\n{close}"));
+        assert!(r.contains(" 200 ") && r.contains("text/javascript"), "{r}");
+        let r = get(
+            addr,
+            &format!("GET /snapshot.jpg?camera=nope HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n{close}"),
+        );
+        assert!(r.contains(" 404 ") && r.contains("the cameras are cam0"), "{r}");
+
+        std::fs::write(&file, "two words\n").unwrap();
+        let e = read_token(&file).unwrap_err().to_string();
+        assert!(e.contains("token_file") && e.contains("no spaces"), "{e}");
+        let e = read_token(&dir.join("missing")).unwrap_err().to_string();
+        assert!(e.contains("cannot read the access token"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

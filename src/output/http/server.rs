@@ -1,0 +1,299 @@
+//! The HTTP server: tiny_http parses requests; this file routes them, checks the access token
+//! and answers. Every endpoint is a read (GET or HEAD): none changes the daemon's state.
+//!
+//! | path | what |
+//! |---|---|
+//! | `/metrics` | Prometheus text |
+//! | `/` (`view.js`, `view.css`) | the live view page, with `[view] enabled` |
+//! | `/status.json` | the last stats interval, a latency histogram, the view's cameras |
+//! | `/picture.json?camera=C&after=N` | the next picture of camera C after picture N (waits up to 2.5 s) |
+//! | `/picture/N.jpg` | picture N, with its overlay |
+//! | `/snapshot.jpg?camera=C&raw=1` | a frame captured after the request (raw: without overlay) |
+//!
+//! Requests are served by [`WORKERS`] threads; those that wait for a picture are limited to
+//! [`WAITING`] at once, so `/metrics` is always answered.
+
+use std::io::Cursor;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tiny_http::{Header, Method, Request, Response, StatusCode};
+
+use super::view::View;
+
+/// Threads answering requests.
+pub const WORKERS: usize = 8;
+/// Requests that may wait for a picture at once.
+pub const WAITING: usize = WORKERS - 2;
+/// How long `/picture.json` waits for a new picture.
+const PICTURE_WAIT: Duration = Duration::from_millis(2500);
+/// How long `/snapshot.jpg` waits for a fresh frame.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
+/// The cookie the token is kept in once given as `?token=`.
+const COOKIE: &str = "jetdetect_token";
+
+const PAGE: &str = include_str!("page/index.html");
+const SCRIPT: &str = include_str!("page/view.js");
+const STYLE: &str = include_str!("page/view.css");
+const ICON: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 16\">\
+<rect x=\"2\" y=\"3\" width=\"12\" height=\"10\" fill=\"none\" stroke=\"#f0f\" stroke-width=\"2\"/></svg>";
+
+/// What the workers serve, updated by the output.
+pub struct Content {
+    /// Prometheus text.
+    pub metrics: Mutex<String>,
+    /// `/status.json`.
+    pub status: Mutex<String>,
+    /// The live view, when enabled.
+    pub view: Option<Arc<View>>,
+    /// The access token, when one is required.
+    pub token: Option<String>,
+    pub(super) waiting: AtomicUsize,
+    pub(super) stop: AtomicBool,
+}
+
+impl Content {
+    /// Content with nothing measured yet.
+    pub fn new(view: Option<Arc<View>>, token: Option<String>) -> Content {
+        Content {
+            metrics: Mutex::new("# jetdetect: no statistics yet\n".into()),
+            status: Mutex::new("{\"stats\":null}".into()),
+            view,
+            token,
+            waiting: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
+
+fn header(name: &str, value: &str) -> Header {
+    // Names and values here are ASCII constants or numbers: always valid.
+    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("valid header")
+}
+
+type Reply = Response<Cursor<Vec<u8>>>;
+
+fn reply(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
+    Response::from_data(body.into())
+        .with_status_code(StatusCode(status))
+        .with_header(header("Content-Type", content_type))
+        .with_header(header("Cache-Control", "no-store"))
+        .with_header(header("X-Content-Type-Options", "nosniff"))
+        .with_header(header("Referrer-Policy", "no-referrer"))
+}
+
+fn text(status: u16, body: impl Into<String>) -> Reply {
+    reply(status, "text/plain; charset=utf-8", body.into())
+}
+
+/// The value of `key` in a query string (`a=1&b=2`), percent-decoded.
+pub fn query<'a>(q: &'a str, key: &str) -> Option<std::borrow::Cow<'a, str>> {
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == key).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains(['%', '+']) {
+        return s.into();
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned().into()
+}
+
+/// Compares in time independent of where the strings differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `req` carries `token`: as a bearer token, the cookie, or `?token=`; `Some(true)`
+/// when it came as `?token=` (the answer then sets the cookie).
+fn authorised(req: &Request, q: &str, token: &str) -> Option<bool> {
+    for h in req.headers() {
+        let v = h.value.as_str();
+        if h.field.equiv("Authorization") && v.strip_prefix("Bearer ").is_some_and(|t| same(t.trim(), token))
+        {
+            return Some(false);
+        }
+        if h.field.equiv("Cookie")
+            && v.split(';').any(|c| {
+                c.trim()
+                    .strip_prefix(COOKIE)
+                    .and_then(|r| r.strip_prefix('='))
+                    .is_some_and(|t| same(t, token))
+            })
+        {
+            return Some(false);
+        }
+    }
+    query(q, "token").is_some_and(|t| same(&t, token)).then_some(true)
+}
+
+/// Answers one request.
+pub fn handle(req: Request, c: &Content) {
+    let url = req.url().to_string();
+    let (path, q) = url.split_once('?').unwrap_or((&url, ""));
+    let response = route(&req, path, q, c);
+    let _ = req.respond(response);
+}
+
+fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
+    if !matches!(req.method(), Method::Get | Method::Head) {
+        return text(405, "jetdetect's HTTP server only answers GET and HEAD: nothing here changes state\n")
+            .with_header(header("Allow", "GET, HEAD"));
+    }
+    let mut set_cookie = false;
+    if let Some(token) = &c.token {
+        match authorised(req, q, token) {
+            Some(from_query) => set_cookie = from_query,
+            None => {
+                return text(
+                    401,
+                    "an access token is required ([metrics] token_file): send `Authorization: Bearer TOKEN`, \
+                     or open /?token=TOKEN once in a browser\n",
+                )
+                .with_header(header("WWW-Authenticate", "Bearer realm=\"jetdetect\""));
+            }
+        }
+    }
+    let mut r = answer(path, q, c);
+    if set_cookie {
+        if let Some(t) = &c.token {
+            // The token is checked against the file's: it cannot carry `;` or line breaks into
+            // the header unless the file has them, and then no request matches it anyway.
+            r.add_header(header("Set-Cookie", &format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict")));
+        }
+    }
+    r
+}
+
+fn answer(path: &str, q: &str, c: &Content) -> Reply {
+    let locked = |m: &Mutex<String>| m.lock().map(|t| t.clone()).unwrap_or_default();
+    if path == "/metrics" {
+        return reply(200, "text/plain; version=0.0.4", locked(&c.metrics));
+    }
+    let Some(view) = &c.view else {
+        return text(404, "try GET /metrics (the live view is off: [view] enabled = true turns it on)\n");
+    };
+    let camera = |view: &View| -> Result<usize, Reply> {
+        let name = query(q, "camera").unwrap_or_default();
+        view.camera(&name).ok_or_else(|| {
+            text(404, format!("no camera called '{name}': the cameras are {}\n", view.cameras.join(", ")))
+        })
+    };
+    match path {
+        "/" | "/index.html" => reply(200, "text/html; charset=utf-8", PAGE)
+            .with_header(header(
+                "Content-Security-Policy",
+                "default-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+            ))
+            .with_header(header("X-Frame-Options", "DENY")),
+        "/view.js" => reply(200, "text/javascript; charset=utf-8", SCRIPT),
+        "/view.css" => reply(200, "text/css; charset=utf-8", STYLE),
+        "/favicon.svg" => reply(200, "image/svg+xml", ICON),
+        "/status.json" => reply(200, "application/json", locked(&c.status)),
+        "/picture.json" => {
+            let cam = match camera(view) {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            view.want(cam, false);
+            let after: u64 = query(q, "after").and_then(|a| a.parse().ok()).unwrap_or(0);
+            let wait = match waiting(c) {
+                Some(_guard) => view.wait_for(cam, Instant::now() + PICTURE_WAIT, |p| p.id > after),
+                // Too many waiting: the newest there is, if new.
+                None => view.wait_for(cam, Instant::now(), |p| p.id > after),
+            };
+            match wait {
+                Some(p) => reply(200, "application/json", p.meta.clone()),
+                None => reply(204, "application/json", ""),
+            }
+        }
+        p if p.starts_with("/picture/") && p.ends_with(".jpg") => {
+            let id = p["/picture/".len()..p.len() - 4].parse::<u64>().ok();
+            match id.and_then(|id| view.picture(id)) {
+                Some(p) => reply(200, "image/jpeg", p.jpeg.clone()),
+                None => text(404, "that picture is no longer kept: ask /picture.json for the newest\n"),
+            }
+        }
+        "/snapshot.jpg" => {
+            let cam = match camera(view) {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            let raw = query(q, "raw").is_some_and(|v| v != "0" && v != "false");
+            let asked = Instant::now();
+            view.want(cam, raw);
+            let Some(_guard) = waiting(c) else {
+                return text(503, "too many requests are waiting for pictures: try again\n");
+            };
+            let fresh = |p: &super::view::Encoded| p.captured >= asked && (!raw || p.raw.is_some());
+            match view.wait_for(cam, asked + SNAPSHOT_WAIT, fresh) {
+                Some(p) => {
+                    let body = if raw { p.raw.clone().unwrap_or_default() } else { p.jpeg.clone() };
+                    reply(200, "image/jpeg", body)
+                }
+                None => text(
+                    503,
+                    format!(
+                        "camera {} delivered no frame through inference in {} s (is it blind? see /status.json)\n",
+                        view.cameras[cam],
+                        SNAPSHOT_WAIT.as_secs()
+                    ),
+                ),
+            }
+        }
+        _ => text(404, "not here: / (the live view), /snapshot.jpg, /status.json, /metrics\n"),
+    }
+}
+
+/// A place among the requests allowed to wait, while held.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn waiting(c: &Content) -> Option<Waiting<'_>> {
+    let n = c.waiting.fetch_add(1, Ordering::Relaxed);
+    let g = Waiting(&c.waiting);
+    (n < WAITING).then_some(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_and_tokens() {
+        assert_eq!(query("camera=front&after=12", "after").as_deref(), Some("12"));
+        assert_eq!(query("camera=front&raw", "raw").as_deref(), Some(""));
+        assert_eq!(query("token=a%2Bb%3d", "token").as_deref(), Some("a+b="));
+        assert_eq!(query("token=%zz%4", "token").as_deref(), Some("%zz%4"));
+        assert!(query("camera=x", "after").is_none());
+        assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+    }
+}
