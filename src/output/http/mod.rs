@@ -122,7 +122,7 @@ impl HttpOutput {
         let server = tiny_http::Server::from_listener(listener, None)
             .map_err(|e| at("")(std::io::Error::other(e.to_string())))?;
         let server = Arc::new(server);
-        let content = Arc::new(Content::new(self.view.clone(), token));
+        let content = Arc::new(Content::new(self.view.clone(), token, addr.ip().is_loopback()));
         let mut workers = Vec::with_capacity(server::WORKERS);
         for i in 0..server::WORKERS {
             let (s, c) = (server.clone(), content.clone());
@@ -295,11 +295,15 @@ mod tests {
         let r = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
         assert!(r.starts_with("HTTP/1.0 200") || r.starts_with("HTTP/1.1 200"), "{r}");
         assert!(r.contains("no statistics yet"), "{r}");
-        let r = get(addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let r = get(addr, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         assert!(r.contains(" 404 ") && r.contains("[view] enabled"), "{r}");
-        let r =
-            get(addr, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let r = get(
+            addr,
+            "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
         assert!(r.contains(" 405 ") && r.contains("Allow: GET, HEAD"), "{r}");
+        let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: rebound.example:9464\r\nConnection: close\r\n\r\n");
+        assert!(r.contains(" 403 ") && r.contains("not a loopback address"), "DNS rebinding: {r}");
         assert!(o.picture_tap().is_none(), "no view: inference hands over nothing");
     }
 

@@ -49,18 +49,21 @@ pub struct Content {
     pub view: Option<Arc<View>>,
     /// The access token, when one is required.
     pub token: Option<String>,
+    /// The server listens on loopback only.
+    pub loopback: bool,
     pub(super) waiting: AtomicUsize,
     pub(super) stop: AtomicBool,
 }
 
 impl Content {
     /// Content with nothing measured yet.
-    pub fn new(view: Option<Arc<View>>, token: Option<String>) -> Content {
+    pub fn new(view: Option<Arc<View>>, token: Option<String>, loopback: bool) -> Content {
         Content {
             metrics: Mutex::new("# jetdetect: no statistics yet\n".into()),
             status: Mutex::new("{\"stats\":null}".into()),
             view,
             token,
+            loopback,
             waiting: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         }
@@ -122,6 +125,17 @@ fn percent_decode(s: &str) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(&out).into_owned().into()
 }
 
+/// Whether a `Host` header names this machine's loopback (`localhost`, `127.x.y.z`, `[::1]`,
+/// with or without a port).
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Compares in time independent of where the strings differ.
 fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -164,6 +178,21 @@ fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
             .with_header(header("Allow", "GET, HEAD"));
     }
     let mut set_cookie = false;
+    if c.token.is_none() && c.loopback {
+        // No token on loopback: only pages named by a loopback address may read the server. A web page elsewhere that rebinds its own host name to 127.0.0.1 (DNS
+        // rebinding) sends that name as Host, and is refused.
+        if let Some(host) = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str()) {
+            if !loopback_host(host) {
+                return text(
+                    403,
+                    format!(
+                        "Host '{host}' is not a loopback address: without [metrics] token_file this server \
+                         answers only pages opened as http://127.0.0.1:PORT/ or http://localhost:PORT/\n"
+                    ),
+                );
+            }
+        }
+    }
     if let Some(token) = &c.token {
         match authorised(req, q, token) {
             Some(from_query) => set_cookie = from_query,
@@ -295,5 +324,11 @@ mod tests {
         assert_eq!(query("token=%zz%4", "token").as_deref(), Some("%zz%4"));
         assert!(query("camera=x", "after").is_none());
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+        for ok in ["127.0.0.1:9464", "localhost:9464", "LOCALHOST", "[::1]:9464", "127.1.2.3"] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in ["evil.example:9464", "192.168.1.20:9464", "[fe80::1]:80", "127.0.0.1.evil.example"] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
     }
 }
