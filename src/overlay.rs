@@ -202,6 +202,21 @@ pub fn draw(rgb: &mut [u8], report: &FrameReport, names: &ClassNames) {
     label(&mut c, &caption, 0, 0, [255, 255, 255], font);
 }
 
+/// Encodes a packed RGB24 picture as JPEG at `quality` (1..=100), colour at full resolution
+/// (4:4:4).
+pub fn jpeg(rgb: &[u8], width: u32, height: u32, quality: u8) -> Result<Vec<u8>, String> {
+    let (w, h) = match (u16::try_from(width), u16::try_from(height)) {
+        (Ok(w), Ok(h)) => (w, h),
+        _ => return Err(format!("{width}x{height} is larger than JPEG allows (65535)")),
+    };
+    let mut out = Vec::with_capacity(rgb.len() / 8);
+    let mut encoder = jpeg_encoder::Encoder::new(&mut out, quality);
+    // No chroma subsampling: with 4:2:0 a 2-pixel box line takes the colour of what is under it.
+    encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_4_4);
+    encoder.encode(rgb, w, h, jpeg_encoder::ColorType::Rgb).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 /// `YYYY-MM-DD HH:MM:SS.mmmZ` for `ns` since the Unix epoch.
 pub fn utc(ns: u128) -> String {
     let ms = (ns / 1_000_000) as i64;

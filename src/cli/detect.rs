@@ -52,10 +52,9 @@ fn draw(dir: &Path, frame: &Frame, dets: &[Detection], names: &ClassNames, uri: 
         false => format!("{stem}.jpg"),
     };
     let path = dir.join(name);
-    let file = std::fs::File::create(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
-    image::codecs::jpeg::JpegEncoder::new_with_quality(std::io::BufWriter::new(file), 90)
-        .encode(&rgb, frame.width, frame.height, image::ExtendedColorType::Rgb8)
-        .map_err(|e| Error::Command(format!("{}: cannot encode: {e}", path.display())))
+    let jpeg = overlay::jpeg(&rgb, frame.width, frame.height, 90)
+        .map_err(|e| Error::Command(format!("{}: cannot encode: {e}", path.display())))?;
+    std::fs::write(&path, jpeg).map_err(|e| Error::io(path.display().to_string(), e))
 }
 
 /// Expands the `detect` arguments: folders into their images, URIs kept as they are.

@@ -12,7 +12,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use image::codecs::jpeg::JpegEncoder;
 use serde::Serialize;
 
 use crate::clock::mono_ns;
@@ -188,13 +187,7 @@ impl View {
         let f = &p.frame;
         f.check_len().map_err(|e| e.to_string())?;
         colour::to_rgb(f, rgb);
-        let jpeg = |rgb: &[u8]| -> Result<Vec<u8>, String> {
-            let mut out = Vec::with_capacity(rgb.len() / 8);
-            JpegEncoder::new_with_quality(&mut out, self.quality)
-                .encode(rgb, f.width, f.height, image::ExtendedColorType::Rgb8)
-                .map_err(|e| e.to_string())?;
-            Ok(out)
-        };
+        let jpeg = |rgb: &[u8]| crate::overlay::jpeg(rgb, f.width, f.height, self.quality);
         let raw = match self.raw_until_ns.load(Ordering::Relaxed) > mono_ns(Instant::now()) {
             true => Some(jpeg(rgb)?),
             false => None,
