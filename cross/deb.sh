@@ -38,7 +38,7 @@ chmod 0644 "$pkg/etc/jetdetect/jetdetect.toml"
 install -m 0644 models/obstacles-v8.onnx models/obstacles-v8-batch.onnx models/obstacles-v5.onnx models/obstacles.names "$pkg/usr/share/jetdetect/models/"
 install -m 0644 examples/watch.py "$pkg/usr/share/jetdetect/examples/"
 install -m 0644 README.md docs/deploy.md docs/power.md docs/protocol.md docs/accelerators.md docs/benchmarks.md \
-    docs/v4l2.md docs/gstreamer.md docs/cameras.md docs/fleet.md "$pkg/usr/share/doc/jetdetect/"
+    docs/v4l2.md docs/gstreamer.md docs/cameras.md docs/fleet.md docs/live-view.md docs/live-view.jpg "$pkg/usr/share/doc/jetdetect/"
 cat >"$pkg/usr/share/doc/jetdetect/copyright" <<'EOF'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: jetdetect
