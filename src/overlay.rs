@@ -245,13 +245,18 @@ mod tests {
         [rgb[i], rgb[i + 1], rgb[i + 2]]
     }
 
-    #[test]
-    fn boxes_land_on_their_edges_in_their_class_colour() {
-        let (w, h) = (320u32, 240u32);
-        let mut rgb = vec![60u8; (w * h * 3) as usize];
+    /// A `w` x `h` picture of grey level `fill` and an empty report of its size.
+    fn blank(w: u32, h: u32, fill: u8) -> (Vec<u8>, FrameReport) {
         let mut r = FrameReport::new();
         r.width = w;
         r.height = h;
+        (vec![fill; (w * h * 3) as usize], r)
+    }
+
+    #[test]
+    fn boxes_land_on_their_edges_in_their_class_colour() {
+        let (w, h) = (320u32, 240u32);
+        let (mut rgb, mut r) = blank(w, h, 60);
         r.detections.push(Detection { class_id: 2, score: 0.9, x1: 100.0, y1: 80.0, x2: 200.0, y2: 180.0 });
         draw(&mut rgb, &r, &ClassNames::numbered(3));
         let cyan = colour(2);
@@ -266,10 +271,7 @@ mod tests {
     #[test]
     fn zones_are_a_band_coloured_by_level() {
         let (w, h) = (300u32, 200u32);
-        let mut rgb = vec![0u8; (w * h * 3) as usize];
-        let mut r = FrameReport::new();
-        r.width = w;
-        r.height = h;
+        let (mut rgb, mut r) = blank(w, h, 0);
         r.hazards.span_deg = (-30.0, 30.0);
         let zone =
             |a, b, level| Zone { from_deg: a, to_deg: b, level, track: None, ttc_s: None, range_m: None };

@@ -104,6 +104,48 @@ fn nothing_is_encoded_unless_asked_and_snapshots_come_with_and_without_boxes() {
 }
 
 #[test]
+fn each_camera_has_its_own_pictures() {
+    let dir = fresh_dir("view", "cameras");
+    let port = free_tcp_port();
+    let cfg = dir.join("jd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[source]]\nname = \"front\"\nuri = \"synthetic://?width=640&height=480&fps=30&format=yuyv&seed=1\"\n\
+             [[source]]\nname = \"rear\"\nuri = \"synthetic://?width=320&height=240&fps=10&format=nv12&seed=2\"\n\
+             [model]\npath = \"{}\"\nnames = \"{}\"\n[output]\nsocket = \"d.sock\"\nstats_interval_s = 1\n\
+             [metrics]\nlisten = \"127.0.0.1:{port}\"\n[view]\nenabled = true\n",
+            repo().join("models/obstacles-v8.onnx").display(),
+            repo().join("models/obstacles.names").display()
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&cfg, &[]);
+    for (camera, size) in [("rear", (320, 240)), ("front", (640, 480)), ("", (640, 480))] {
+        let (status, body) = get(port, &format!("/snapshot.jpg?camera={camera}"));
+        assert_eq!(status, 200, "{camera}: {}", String::from_utf8_lossy(&body));
+        let img = image::load_from_memory(&body).unwrap();
+        assert_eq!((img.width(), img.height()), size, "camera '{camera}'");
+    }
+    // A viewer of the rear camera gets the rear camera's pictures, each named by its camera.
+    let (status, body) = get(port, "/picture.json?camera=rear&after=0");
+    assert_eq!(status, 200);
+    let meta: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (meta["camera"].as_str(), meta["detections"]["width"].as_u64()),
+        (Some("rear"), Some(320)),
+        "{meta}"
+    );
+    let (status, jpeg) = get(port, &format!("/{}", meta["image"].as_str().unwrap()));
+    assert_eq!(status, 200);
+    assert_eq!(image::load_from_memory(&jpeg).unwrap().width(), 320);
+    daemon.signal(libc::SIGTERM);
+    let (code, err) = daemon.wait(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn snapshot_names_what_is_missing() {
     let dir = fresh_dir("view", "snapshot-errors");
     let cfg = model_config(&dir, SCENE, "");
