@@ -321,7 +321,7 @@ pub struct MetricsConfig {
 pub struct ViewConfig {
     /// Serve the page, its pictures and `/snapshot.jpg`.
     pub enabled: bool,
-    /// At most one picture per camera per this many ms while someone watches (50 to 10000).
+    /// One picture per camera per slot of this many ms while someone watches (50 to 10000).
     pub interval_ms: u64,
     /// JPEG quality, 10 to 100.
     pub quality: u8,

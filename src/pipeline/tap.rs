@@ -2,7 +2,8 @@
 //! look (the live view, `GET /snapshot.jpg`).
 //!
 //! Inference hands a frame over only while a viewer asked for its camera in the last
-//! [`WANT_FOR`] and at most once per `interval` per camera, so with nobody watching nothing is
+//! [`WANT_FOR`], and once per `interval` per camera (the first frame of each slot of a grid
+//! `interval` apart: on average one per interval, never two in one slot), so with nobody watching nothing is
 //! copied or encoded. Handing over costs inference no copy: the frame's buffer is swapped for a
 //! spare one (the one the previous picture came in), and only the report (boxes, tracks, zones,
 //! a few hundred bytes) is copied. The consumer (the view's encoder thread) takes the newest
@@ -34,8 +35,9 @@ pub struct Picture {
 struct Lane {
     /// `CLOCK_MONOTONIC` ns until which this camera's pictures are wanted.
     until_ns: AtomicU64,
-    /// When inference last handed over one of its frames.
-    last_ns: AtomicU64,
+    /// When its next frame is due: a grid `interval` apart, so that frames a little early for
+    /// one slot (30 fps against 100 ms) still give one picture per interval on average.
+    next_ns: AtomicU64,
 }
 
 struct State {
@@ -56,7 +58,7 @@ pub struct PictureTap {
 }
 
 impl PictureTap {
-    /// A tap for `cameras` cameras, handing over at most one frame per camera per `interval`.
+    /// A tap for `cameras` cameras, handing over one frame per camera per `interval` slot.
     pub fn new(cameras: usize, interval: Duration) -> PictureTap {
         PictureTap {
             interval_ns: interval.as_nanos() as u64,
@@ -105,11 +107,13 @@ impl PictureTap {
         if l.until_ns.load(Ordering::Relaxed) <= now {
             return false;
         }
-        let last = l.last_ns.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < self.interval_ns {
+        let next = l.next_ns.load(Ordering::Relaxed);
+        if now < next {
             return false;
         }
-        l.last_ns.store(now, Ordering::Relaxed);
+        // The next slot on the grid; after a pause (nobody watched), a new grid from now.
+        let after = next.saturating_add(self.interval_ns);
+        l.next_ns.store(if after > now { after } else { now + self.interval_ns }, Ordering::Relaxed);
         true
     }
 
@@ -196,6 +200,18 @@ mod tests {
         assert!(!tap.due(1, t + Duration::from_millis(50)), "within the interval");
         assert!(tap.due(1, t + Duration::from_millis(100)));
         assert!(!tap.due(1, t + WANT_FOR + Duration::from_millis(200)), "the request lapsed");
+    }
+
+    #[test]
+    fn a_camera_slightly_faster_than_the_grid_still_gives_one_picture_per_interval() {
+        // 30 fps against 100 ms: every third frame is a hair early for its slot. Handing over
+        // "100 ms after the last" would take every fourth (7.5 per second); the grid takes 10.
+        let tap = PictureTap::new(1, Duration::from_millis(100));
+        tap.want(0);
+        let t = Instant::now();
+        let frame = |k: u64| t + Duration::from_nanos(k * 33_333_333);
+        let due = (0..30).filter(|&k| tap.due(0, frame(k))).count();
+        assert_eq!(due, 10, "30 frames at 30 fps over one second");
     }
 
     #[test]
