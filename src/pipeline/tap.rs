@@ -54,7 +54,6 @@ pub struct PictureTap {
     lanes: Vec<Lane>,
     state: Mutex<State>,
     ready: Condvar,
-    handed: AtomicU64,
 }
 
 impl PictureTap {
@@ -69,17 +68,11 @@ impl PictureTap {
                 closed: false,
             }),
             ready: Condvar::new(),
-            handed: AtomicU64::new(0),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Cameras served.
-    pub fn cameras(&self) -> usize {
-        self.lanes.len()
     }
 
     /// A viewer wants camera `camera`'s pictures for the next [`WANT_FOR`].
@@ -92,11 +85,6 @@ impl PictureTap {
     /// Whether anyone wants camera `camera`'s pictures now.
     pub fn watched(&self, camera: usize) -> bool {
         self.lanes.get(camera).is_some_and(|l| l.until_ns.load(Ordering::Relaxed) > mono_ns(Instant::now()))
-    }
-
-    /// Frames handed over since start.
-    pub fn handed(&self) -> u64 {
-        self.handed.load(Ordering::Relaxed)
     }
 
     /// Inference: whether camera `camera`'s frame captured now is to be handed over (someone
@@ -134,7 +122,6 @@ impl PictureTap {
             s.spares.push(old);
         }
         drop(s);
-        self.handed.fetch_add(1, Ordering::Relaxed);
         self.ready.notify_all();
     }
 

@@ -214,7 +214,8 @@ impl SourceUri {
     }
 }
 
-fn percent_decode(s: &str) -> Result<String, EscapeError> {
+/// Decodes `%XX` escapes (the URI's and the HTTP server's query values).
+pub(crate) fn percent_decode(s: &str) -> Result<String, EscapeError> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -71,7 +71,6 @@ pub struct HttpOutput {
     token_file: PathBuf,
     content: Option<Arc<Content>>,
     view: Option<Arc<View>>,
-    tap: Option<Arc<PictureTap>>,
     running: Option<Running>,
     misses: DeadlineMisses,
     interval_s: u64,
@@ -83,20 +82,15 @@ impl HttpOutput {
     pub fn new(config: &Config) -> HttpOutput {
         let v = &config.view;
         let cameras: Vec<String> = config.source.0.iter().map(|s| s.name.clone()).collect();
-        let (tap, view) = match v.enabled {
-            true => {
-                let tap = Arc::new(PictureTap::new(cameras.len(), Duration::from_millis(v.interval_ms)));
-                let view = Arc::new(View::new(tap.clone(), cameras, v.interval_ms, v.quality));
-                (Some(tap), Some(view))
-            }
-            false => (None, None),
-        };
+        let view = v.enabled.then(|| {
+            let tap = Arc::new(PictureTap::new(cameras.len(), Duration::from_millis(v.interval_ms)));
+            Arc::new(View::new(tap, cameras, v.interval_ms, v.quality))
+        });
         HttpOutput {
             listen: config.metrics.listen.clone(),
             token_file: config.metrics.token_file.clone(),
             content: None,
             view,
-            tap,
             running: None,
             misses: DeadlineMisses::default(),
             interval_s: config.output.stats_interval_s,
@@ -189,12 +183,8 @@ impl Output for HttpOutput {
         if let (Some(v), Some(r)) = (&self.view, &self.running) {
             v.set_names(&started.names);
             let host = match r.addr.ip().is_unspecified() {
-                true => "<this machine's address>".to_string(),
+                true => format!("<this machine's address>:{}", r.addr.port()),
                 false => r.addr.to_string(),
-            };
-            let host = match r.addr.ip().is_unspecified() {
-                true => format!("{host}:{}", r.addr.port()),
-                false => host,
             };
             let token = match self.token_file.as_os_str().is_empty() {
                 true => String::new(),
@@ -233,7 +223,7 @@ impl Output for HttpOutput {
     }
 
     fn picture_tap(&self) -> Option<Arc<PictureTap>> {
-        self.tap.clone()
+        self.view.as_ref().map(|v| v.tap().clone())
     }
 }
 

@@ -90,39 +90,13 @@ fn text(status: u16, body: impl Into<String>) -> Reply {
     reply(status, "text/plain; charset=utf-8", body.into())
 }
 
-/// The value of `key` in a query string (`a=1&b=2`), percent-decoded.
+/// The value of `key` in a query string (`a=1&b=2`), percent-decoded (as written when it does
+/// not decode).
 pub fn query<'a>(q: &'a str, key: &str) -> Option<std::borrow::Cow<'a, str>> {
     q.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (k == key).then(|| percent_decode(v))
+        (k == key).then(|| crate::source::uri::percent_decode(v).map_or(v.into(), Into::into))
     })
-}
-
-fn percent_decode(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.contains(['%', '+']) {
-        return s.into();
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned().into()
 }
 
 /// Whether a `Host` header names this machine's loopback (`localhost`, `127.x.y.z`, `[::1]`,
@@ -178,23 +152,26 @@ fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
             .with_header(header("Allow", "GET, HEAD"));
     }
     let mut set_cookie = false;
-    if c.token.is_none() && c.loopback {
-        // No token on loopback: only pages named by a loopback address may read the server. A web page elsewhere that rebinds its own host name to 127.0.0.1 (DNS
-        // rebinding) sends that name as Host, and is refused.
-        if let Some(host) = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str()) {
-            if !loopback_host(host) {
-                return text(
-                    403,
-                    format!(
-                        "Host '{host}' is not a loopback address: without [metrics] token_file this server \
-                         answers only pages opened as http://127.0.0.1:PORT/ or http://localhost:PORT/\n"
-                    ),
-                );
+    match &c.token {
+        // No token on loopback: only pages named by a loopback address may read the server. A
+        // web page elsewhere that rebinds its own host name to 127.0.0.1 (DNS rebinding) sends
+        // that name as Host, and is refused.
+        None if c.loopback => {
+            if let Some(host) = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str())
+            {
+                if !loopback_host(host) {
+                    return text(
+                        403,
+                        format!(
+                            "Host '{host}' is not a loopback address: without [metrics] token_file this server \
+                             answers only pages opened as http://127.0.0.1:PORT/ or http://localhost:PORT/\n"
+                        ),
+                    );
+                }
             }
         }
-    }
-    if let Some(token) = &c.token {
-        match authorised(req, q, token) {
+        None => {}
+        Some(token) => match authorised(req, q, token) {
             Some(from_query) => set_cookie = from_query,
             None => {
                 return text(
@@ -204,7 +181,7 @@ fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
                 )
                 .with_header(header("WWW-Authenticate", "Bearer realm=\"jetdetect\""));
             }
-        }
+        },
     }
     let mut r = answer(path, q, c);
     if set_cookie {

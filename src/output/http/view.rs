@@ -41,12 +41,6 @@ pub struct Encoded {
     pub meta: String,
 }
 
-#[derive(Default)]
-struct Gallery {
-    pictures: VecDeque<Arc<Encoded>>,
-    next_id: u64,
-}
-
 /// The view's state, shared by the encoder thread and the HTTP workers.
 pub struct View {
     tap: Arc<PictureTap>,
@@ -56,7 +50,10 @@ pub struct View {
     pub interval_ms: u64,
     quality: u8,
     names: Mutex<ClassNames>,
-    gallery: Mutex<Gallery>,
+    /// The newest pictures, oldest first (the encoder is the only writer: ids ascend).
+    gallery: Mutex<VecDeque<Arc<Encoded>>>,
+    /// The next picture's id.
+    next_id: AtomicU64,
     changed: Condvar,
     raw_until_ns: AtomicU64,
     encoded: AtomicU64,
@@ -73,7 +70,8 @@ impl View {
             interval_ms,
             quality,
             names: Mutex::new(ClassNames::numbered(0)),
-            gallery: Mutex::new(Gallery { pictures: VecDeque::with_capacity(KEPT), next_id: 1 }),
+            gallery: Mutex::new(VecDeque::with_capacity(KEPT)),
+            next_id: AtomicU64::new(1),
             changed: Condvar::new(),
             raw_until_ns: AtomicU64::new(0),
             encoded: AtomicU64::new(0),
@@ -82,8 +80,13 @@ impl View {
         }
     }
 
-    fn gallery(&self) -> MutexGuard<'_, Gallery> {
+    fn gallery(&self) -> MutexGuard<'_, VecDeque<Arc<Encoded>>> {
         self.gallery.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tap inference hands this view's frames to.
+    pub fn tap(&self) -> &Arc<PictureTap> {
+        &self.tap
     }
 
     /// The class names labels use (known once the model is loaded).
@@ -116,7 +119,7 @@ impl View {
 
     /// The picture `id`, while it is kept.
     pub fn picture(&self, id: u64) -> Option<Arc<Encoded>> {
-        self.gallery().pictures.iter().find(|p| p.id == id).cloned()
+        self.gallery().iter().find(|p| p.id == id).cloned()
     }
 
     /// Waits until `deadline` for a picture of `camera` that passes `ok`; the newest such.
@@ -128,7 +131,7 @@ impl View {
     ) -> Option<Arc<Encoded>> {
         let mut g = self.gallery();
         loop {
-            if let Some(p) = g.pictures.iter().rev().find(|p| p.camera == camera && ok(p)) {
+            if let Some(p) = g.iter().rev().find(|p| p.camera == camera && ok(p)) {
                 return Some(p.clone());
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -155,25 +158,18 @@ impl View {
 
     fn encode_loop(&self) {
         let mut rgb = Vec::new();
-        let mut meta = Vec::with_capacity(4096);
         while !self.stop.load(Ordering::Relaxed) {
             let Some(picture) = self.tap.take(Duration::from_millis(500)) else { continue };
             let t = Instant::now();
-            match self.encode(&picture, &mut rgb, &mut meta) {
+            match self.encode(&picture, &mut rgb) {
                 Ok(e) => {
                     self.encode_us_total.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                     self.encoded.fetch_add(1, Ordering::Relaxed);
                     let mut g = self.gallery();
-                    let id = g.next_id;
-                    g.next_id += 1;
-                    let mut e = e;
-                    e.id = id;
-                    let image = format!("picture/{id}.jpg");
-                    e.meta = format!("{{\"id\":{id},\"image\":\"{image}\",{}", &e.meta[1..]);
-                    if g.pictures.len() == KEPT {
-                        g.pictures.pop_front();
+                    if g.len() == KEPT {
+                        g.pop_front();
                     }
-                    g.pictures.push_back(Arc::new(e));
+                    g.push_back(Arc::new(e));
                     drop(g);
                     self.changed.notify_all();
                 }
@@ -183,7 +179,7 @@ impl View {
         }
     }
 
-    fn encode(&self, p: &Picture, rgb: &mut Vec<u8>, meta: &mut Vec<u8>) -> Result<Encoded, String> {
+    fn encode(&self, p: &Picture, rgb: &mut Vec<u8>) -> Result<Encoded, String> {
         let f = &p.frame;
         f.check_len().map_err(|e| e.to_string())?;
         colour::to_rgb(f, rgb);
@@ -196,24 +192,26 @@ impl View {
         let r = &p.report;
         crate::overlay::draw(rgb, r, &names);
         let out = jpeg(rgb)?;
-        meta.clear();
-        write_meta(meta, r, &names, self.cameras.len());
+        // Numbered once it exists: ids have no gaps.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         Ok(Encoded {
-            id: 0,
+            id,
             camera: r.camera.index,
             captured: r.captured,
             jpeg: out,
             raw,
-            meta: String::from_utf8_lossy(meta).into_owned(),
+            meta: meta(id, r, &names, self.cameras.len()),
         })
     }
 }
 
-/// The JSON the page shows beside a picture: `{"camera", "age_ms", "colours", "detections",
-/// "hazards"}` (the encoder adds `id` and `image` in front).
-fn write_meta(out: &mut Vec<u8>, r: &FrameReport, names: &ClassNames, cameras: usize) {
+/// The JSON the page shows beside picture `id`: `{"id", "image", "camera", "cameras", "age_ms",
+/// "colours", "detections", "hazards"}`.
+fn meta(id: u64, r: &FrameReport, names: &ClassNames, cameras: usize) -> String {
     #[derive(Serialize)]
     struct Meta<'a> {
+        id: u64,
+        image: String,
         camera: &'a str,
         cameras: usize,
         age_ms: f64,
@@ -242,6 +240,8 @@ fn write_meta(out: &mut Vec<u8>, r: &FrameReport, names: &ClassNames, cameras: u
         })
         .collect();
     let meta = Meta {
+        id,
+        image: format!("picture/{id}.jpg"),
         camera: &r.camera.name,
         cameras,
         age_ms: (now.saturating_duration_since(r.captured).as_secs_f64() * 1e4).round() / 10.0,
@@ -249,5 +249,6 @@ fn write_meta(out: &mut Vec<u8>, r: &FrameReport, names: &ClassNames, cameras: u
         detections: serde_json::from_slice(&d).unwrap_or(serde_json::Value::Null),
         hazards,
     };
-    let _ = serde_json::to_writer(&mut *out, &meta);
+    // Plain structs and JSON values: serialising cannot fail.
+    serde_json::to_string(&meta).unwrap_or_default()
 }
