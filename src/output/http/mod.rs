@@ -111,7 +111,15 @@ impl HttpOutput {
             true => None,
             false => Some(read_token(&self.token_file)?),
         };
-        let listener = TcpListener::bind(&self.listen).map_err(at(": cannot listen"))?;
+        let listener = TcpListener::bind(&self.listen).map_err(|e| {
+            let hint = match e.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    " (another program, or another jetdetect, has that port: stop it or choose another [metrics] listen)"
+                }
+                _ => "",
+            };
+            at(&format!(": cannot listen{hint}"))(e)
+        })?;
         let addr = listener.local_addr().map_err(at(""))?;
         let server = tiny_http::Server::from_listener(listener, None)
             .map_err(|e| at("")(std::io::Error::other(e.to_string())))?;
@@ -295,6 +303,10 @@ mod tests {
         let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: rebound.example:9464\r\nConnection: close\r\n\r\n");
         assert!(r.contains(" 403 ") && r.contains("not a loopback address"), "DNS rebinding: {r}");
         assert!(o.picture_tap().is_none(), "no view: inference hands over nothing");
+        let mut twin = HttpOutput::new(&config(""));
+        twin.listen = addr.to_string();
+        let e = twin.start().unwrap_err().to_string();
+        assert!(e.contains("cannot listen") && e.contains("choose another [metrics] listen"), "{e}");
     }
 
     #[test]
