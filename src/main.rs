@@ -5,13 +5,21 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "jetdetect",
     version,
-    about = "Low, steady-latency YOLO obstacle detection for NVIDIA Jetson"
+    about = "Low, steady-latency YOLO obstacle detection for NVIDIA Jetson",
+    long_about = "Low, steady-latency YOLO obstacle detection for NVIDIA Jetson.\n\n\
+        jetdetect grabs the newest frame from each camera (V4L2, CSI through Argus, RTSP, \
+        files or a synthetic scene), letterboxes it on the CPU, GPU or DLA, runs a YOLOv5 or \
+        YOLOv8/YOLO11 ONNX model (TensorRT FP16 through ONNX Runtime where installed, a built-in \
+        CPU engine otherwise), and publishes every frame's detections with timestamps and \
+        per-stage latency on a UNIX socket. It pins the board's clocks from a [power] profile \
+        and restores them on exit. As a service it runs `jetdetect run` under systemd; the \
+        other commands inspect cameras, clocks, configs and models."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -50,6 +58,8 @@ enum Command {
     /// Every robot on an MQTT broker in one live table (state, FPS, p99, temperature,
     /// throttling, danger zones, last seen); --json for scripts.
     Fleet(cli::fleet::Args),
+    /// Write the man pages or a shell's completion script (bash, zsh, fish) into a folder.
+    Generate(cli::generate::Args),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +86,7 @@ fn main() -> ExitCode {
         Command::Dataset(a) => cli::dataset::run(a),
         Command::Fleet(a) => cli::fleet::run(a),
         Command::Snapshot(a) => cli::snapshot::run(a),
+        Command::Generate(a) => cli::generate::run(a, Cli::command()),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod detect;
 pub mod eval;
 pub mod fleet;
+pub mod generate;
 pub mod probe_camera;
 pub mod record;
 pub mod run;

@@ -181,6 +181,7 @@ fn every_command_has_help() {
         &["run", "--help"],
         &["watch", "--help"],
         &["probe-camera", "--help"],
+        &["generate", "--help"],
     ] {
         let o = jetdetect(cmd);
         assert!(o.status.success(), "{cmd:?}");
@@ -188,6 +189,84 @@ fn every_command_has_help() {
     }
     let o = jetdetect(&["--version"]);
     assert!(String::from_utf8(o.stdout).unwrap().starts_with("jetdetect "));
+}
+
+/// The commands `jetdetect --help` (or `jetdetect clocks --help`) lists.
+fn listed_commands(args: &[&str]) -> Vec<String> {
+    let help = String::from_utf8(jetdetect(args).stdout).unwrap();
+    let list = help.split("Commands:").nth(1).expect("a Commands: section");
+    let list = list.split("\n\n").next().unwrap();
+    list.lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn generate_writes_a_man_page_per_command_and_completions_that_parse() {
+    let dir = tmp("generated");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = jetdetect(&["generate", "man", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let commands = listed_commands(&["--help"]);
+    assert!(commands.len() >= 13 && commands.contains(&"run".to_string()), "{commands:?}");
+    let mut pages = vec!["jetdetect".to_string()];
+    for c in &commands {
+        pages.push(format!("jetdetect-{c}"));
+    }
+    for c in listed_commands(&["clocks", "--help"]) {
+        pages.push(format!("jetdetect-clocks-{c}"));
+    }
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".1").to_string())
+        .collect();
+    on_disk.sort();
+    pages.sort();
+    assert_eq!(on_disk, pages, "one page per command, nothing else");
+    // Every page names its command and points back; the main page has the daemon's sections.
+    let main = std::fs::read_to_string(dir.join("jetdetect.1")).unwrap();
+    for section in ["FILES", "ENVIRONMENT", "EXIT STATUS", "SEE ALSO", "/etc/jetdetect/jetdetect.toml"] {
+        assert!(main.contains(section), "jetdetect.1 lacks {section}");
+    }
+    let run = std::fs::read_to_string(dir.join("jetdetect-run.1")).unwrap();
+    for needle in [".TH jetdetect-run 1", "\\-\\-config", "\\-\\-source", "\\fBjetdetect\\fR(1)"] {
+        assert!(run.contains(needle), "jetdetect-run.1 lacks {needle}");
+    }
+    // man-db renders each page without a groff warning (what lintian runs), where it is installed.
+    if Command::new("man").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        for p in &pages {
+            let o = Command::new("man")
+                .args(["--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z"])
+                .arg(dir.join(format!("{p}.1")))
+                .env("MANWIDTH", "80")
+                .env("LC_ALL", "C.UTF-8")
+                .output()
+                .unwrap();
+            assert!(o.status.success() && o.stderr.is_empty(), "{p}.1: {}", stderr(&o));
+        }
+    }
+
+    // Completions: each shell's file, naming every command; bash (and zsh, fish where
+    // installed) parses it.
+    for (shell, file) in [("bash", "jetdetect"), ("zsh", "_jetdetect"), ("fish", "jetdetect.fish")] {
+        let o = jetdetect(&["generate", shell, "--out", dir.to_str().unwrap()]);
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        let path = dir.join(file);
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), path.to_str().unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        for c in &commands {
+            assert!(text.contains(c.as_str()), "{file} lacks {c}");
+        }
+        match Command::new(shell).arg("-n").arg(&path).output() {
+            Ok(o) => assert!(o.status.success(), "{shell} -n {file}: {}", stderr(&o)),
+            Err(_) => assert_ne!(shell, "bash", "bash is needed"),
+        }
+    }
+
+    // A folder that cannot be made is named.
+    let o = jetdetect(&["generate", "bash", "--out", "/proc/jetdetect-no"]);
+    assert_clean_failure(&o, &["cannot create the folder /proc/jetdetect-no"]);
 }
 
 #[test]
