@@ -5,7 +5,7 @@
 #   cross/build.sh jetpack    # aarch64-unknown-linux-gnu, glibc 2.17 symbols only: JetPack 4.6 to 7,
 #                             # loads ONNX Runtime / TensorRT / CUDA from the device at run time
 #   cross/build.sh deb        # the JetPack flavour as a Debian package (dist/jetdetect_*_arm64.deb)
-#   cross/build.sh deb static # the static flavour as the package's binary instead
+#   cross/build.sh deb static # the static flavour's package (dist/static/jetdetect_*_arm64.deb)
 #
 # Results go to dist/. Tools: the Rust standard library for the target (rustup; without
 # rustup, Debian's rustc-web with its arm64 std and std sources), and zig + cargo-zigbuild
@@ -97,4 +97,4 @@ cp "$bin" "$out"
 say "$out ($(du -h "$out" | cut -f1))"
 
 [ "$what" = deb ] || exit 0
-exec bash cross/deb.sh "$out" "$version"
+exec bash cross/deb.sh "$flavour"

@@ -66,6 +66,21 @@ if timeout 120 jetdetect watch --json --count 4 >/tmp/watch.json 2>/tmp/watch.er
 else
     fail "jetdetect watch: $(tail -3 /tmp/watch.err)"
 fi
+# The socket's readers: the group jetdetect (Group=), not everyone.
+perms="$(stat -c '%U:%G %a' /run/jetdetect) $(stat -c '%U:%G %a' /run/jetdetect/detections.sock)"
+[ "$perms" = "root:jetdetect 750 root:jetdetect 660" ] && ok "/run/jetdetect and the socket: $perms" \
+    || fail "/run/jetdetect and the socket: $perms (want root:jetdetect 750 and 660)"
+gid=$(getent group jetdetect | cut -d: -f3)
+if timeout 60 setpriv --reuid=65534 --regid=65534 --groups="$gid" jetdetect watch --json --count 1 >/dev/null 2>/tmp/member.err; then
+    ok "a user in the group jetdetect reads detections"
+else
+    fail "a user in the group jetdetect cannot read detections: $(tail -2 /tmp/member.err)"
+fi
+if timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups jetdetect watch --json --count 1 >/dev/null 2>&1; then
+    fail "a user outside the group jetdetect reads detections"
+else
+    ok "a user outside the group jetdetect is refused"
+fi
 grep -q '"pinned":true' /tmp/watch.json && ok "the daemon's telemetry reads the clocks pinned" \
     || fail "no stats line with \"pinned\":true: $(grep -o '"telemetry":{[^}]*' /tmp/watch.json | tail -1)"
 journalctl -u jetdetect --no-pager -o cat | grep -q 'applied by the service' \
