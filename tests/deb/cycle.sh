@@ -79,8 +79,8 @@ snapshot() {
     (cd "$R" && find . -xdev \( -path ./proc -o -path ./dev -o -path ./tmp -o -path ./run -o -path ./var/lib/dpkg -o -path ./var/lib/apt \
         -o -path ./var/cache/apt -o -path ./var/cache/debconf -o -path ./var/log -o -path ./root \
         -o -path ./etc/group- -o -path ./etc/gshadow- -o -path ./etc/passwd- -o -path ./etc/shadow- \) -prune -o \
-        \( -type f -printf '%p f %u:%g %m ' -exec md5sum {} \; \) -o \( -type l -printf '%p l -> %l\n' \) \
-        -o -printf '%p %y %u:%g %m\n' | sed 's/  \.\/.*$//' | LC_ALL=C sort)
+        \( -type f -printf '%p f %U:%G %m ' -exec md5sum {} \; \) -o \( -type l -printf '%p l -> %l\n' \) \
+        -o -printf '%p %y %U:%G %m\n' | sed 's/  \.\/.*$//' | LC_ALL=C sort)
 }
 snapshot >"$work/before"
 
