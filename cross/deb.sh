@@ -62,5 +62,9 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 deb=$out/jetdetect_${version}-1_arm64.deb
 # The binary keeps the symbols the release profile keeps (no DWARF); cargo-deb's strip would
 # run the host's binutils on an aarch64 file.
-cargo deb --no-build --no-strip --target "$target" "${variant[@]}" --output "$deb" ${DEB_FAST:+--fast} >/dev/null
+# A packager signs with their own name, the Debian way: DEBFULLNAME and DEBEMAIL (default: the
+# project's address in Cargo.toml).
+maintainer=()
+[ -n "${DEBEMAIL:-}" ] && maintainer=(--maintainer "${DEBFULLNAME:-$DEBEMAIL} <$DEBEMAIL>")
+cargo deb --no-build --no-strip --target "$target" "${variant[@]}" "${maintainer[@]}" --output "$deb" ${DEB_FAST:+--fast} >/dev/null
 say "$deb ($(du -h "$deb" | cut -f1)), $flavour flavour"
