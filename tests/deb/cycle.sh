@@ -48,8 +48,9 @@ cache=$ROOT_DIR/target/deb-root/bookworm-arm64.tar
 if [ ! -s "$cache" ]; then
     mkdir -p "$(dirname "$cache")"
     t0=$(date +%s)
-    mmdebstrap --quiet --arch=arm64 --variant=apt --include=adduser bookworm "$cache.tmp"
-    mv "$cache.tmp" "$cache"
+    # mmdebstrap picks its output format from the name: a tarball needs the .tar ending.
+    mmdebstrap --quiet --arch=arm64 --variant=apt --include=adduser bookworm "${cache%.tar}.part.tar"
+    mv "${cache%.tar}.part.tar" "$cache"
     say "Debian bookworm arm64 root made in $(($(date +%s) - t0)) s ($cache)"
 fi
 work=$(mktemp -d /tmp/jetdetect-deb-cycle.XXXXXX)
