@@ -24,7 +24,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT_DIR=$PWD
-deb=$(realpath "${1:?usage: tests/deb/cycle.sh PACKAGE.deb}")
+# --root-only: make (or find) the cached root and stop; .ci/run does it early, in the background.
+root_only=0
+if [ "${1:-}" = --root-only ]; then root_only=1; else deb=$(realpath "${1:?usage: tests/deb/cycle.sh PACKAGE.deb | --root-only}"); fi
 say() { printf 'deb cycle: %s\n' "$*"; }
 fails=0
 ok() { say "ok: $*"; }
@@ -53,6 +55,7 @@ if [ ! -s "$cache" ]; then
     mv "${cache%.tar}.part.tar" "$cache"
     say "Debian bookworm arm64 root made in $(($(date +%s) - t0)) s ($cache)"
 fi
+[ $root_only = 0 ] || exit 0
 work=$(mktemp -d /tmp/jetdetect-deb-cycle.XXXXXX)
 R=$work/root
 cleanup() {
