@@ -54,10 +54,10 @@ def run(cmd):
     return r.stdout
 
 
-def linked_crates(target, cargo_args):
+def linked_crates(target):
     """(name, version) of every crate whose code is linked into the binary for `target`."""
     out = run(["cargo", "tree", "--locked", "-e", "normal,no-proc-macro", "--target", target,
-               "--prefix", "none", "--format", "{p}", *cargo_args])
+               "--prefix", "none", "--format", "{p}"])
     crates = set()
     for line in out.splitlines():
         m = re.match(r"^(\S+) v(\S+)", line.strip())
@@ -129,25 +129,19 @@ def read_licence(spdx):
 
 
 def paragraph(fields):
+    """A DEP-5 paragraph: each field's first line after its name, the rest indented, an empty
+    line written as ` .`."""
     out = []
     for key, value in fields:
         lines = value if isinstance(value, list) else [value]
-        first, rest = (lines[0], lines[1:]) if key != "License-Text" else ("", lines)
-        if key == "License-Text":
-            for line in rest:
-                out.append(" " + (line if line.strip() else "."))
-            continue
-        out.append(f"{key}: {first}".rstrip())
-        for line in rest:
-            out.append(" " + (line if line.strip() else "."))
+        out.append(f"{key}: {lines[0]}".rstrip())
+        out += [" " + (line if line.strip() else ".") for line in lines[1:]]
     return "\n".join(out)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True, help="Rust target triple of the packaged binary")
-    ap.add_argument("--cargo-arg", action="append", default=[],
-                    help="extra argument for cargo tree, as the build used it (e.g. --no-default-features)")
     ap.add_argument("out")
     args = ap.parse_args()
 
@@ -155,7 +149,7 @@ def main():
     by_id = {(p["name"], p["version"]): p for p in meta["packages"]}
     root = meta["resolve"]["root"]
     own = next(p["name"] for p in meta["packages"] if p["id"] == root)
-    crates = sorted(c for c in linked_crates(args.target, args.cargo_arg) if c[0] != own)
+    crates = sorted(c for c in linked_crates(args.target) if c[0] != own)
     if len(crates) < 10:
         fail(f"cargo tree listed only {len(crates)} crates for {args.target}: is the target right?")
 
@@ -187,7 +181,7 @@ def main():
         if text is None:
             missing.append(f"{n} (used by {used[n]})")
             continue
-        parts.append(paragraph([("License", n), ("License-Text", text)]))
+        parts.append(paragraph([("License", [n] + text)]))
     if missing:
         fail("no text for " + ", ".join(missing) + f": put the SPDX licence text in {LICENSES}/ID "
              "(or map the ID to /usr/share/common-licenses in COMMON)")

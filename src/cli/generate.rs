@@ -2,7 +2,6 @@
 //! definitions that parse the command line, so they cannot drift from it. The Debian package
 //! runs it at build time (`cross/deb.sh`); anyone installing the bare binary can run it too.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap_complete::Shell;
@@ -70,8 +69,7 @@ fn man_pages(cli: clap::Command, out: &Path) -> Result<Vec<PathBuf>, Error> {
     let version = cli.get_version().unwrap_or_default().to_string();
     let mut written = Vec::new();
     let mut page = Vec::new();
-    let man = Man::new(cli.clone()).manual("jetdetect manual").source(format!("jetdetect {version}"));
-    let io = |e| Error::io("cannot render a manual page", e);
+    let man = man(&cli, &version);
     man.render_title(&mut page).map_err(io)?;
     man.render_name_section(&mut page).map_err(io)?;
     man.render_synopsis_section(&mut page).map_err(io)?;
@@ -94,10 +92,10 @@ fn sub_pages(
     out: &Path,
     written: &mut Vec<PathBuf>,
 ) -> Result<(), Error> {
-    let man = Man::new(cmd.clone()).manual("jetdetect manual").source(format!("jetdetect {version}"));
+    let man = man(cmd, version);
     let mut page = Vec::new();
-    man.render(&mut page).map_err(|e| Error::io("cannot render a manual page", e))?;
-    see_also(cmd, false).to_writer(&mut page).map_err(|e| Error::io("cannot render a manual page", e))?;
+    man.render(&mut page).map_err(io)?;
+    see_also(cmd, false).to_writer(&mut page).map_err(io)?;
     written.push(write(out, &man.get_filename(), &page)?);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         sub_pages(sub, version, out, written)?;
@@ -105,11 +103,19 @@ fn sub_pages(
     Ok(())
 }
 
+/// The page writer for `cmd`, with the manual's name and the version in its header.
+fn man(cmd: &clap::Command, version: &str) -> Man {
+    Man::new(cmd.clone()).manual("jetdetect manual").source(format!("jetdetect {version}"))
+}
+
+/// Rendering into memory fails only as a writer can.
+fn io(e: std::io::Error) -> Error {
+    Error::io("cannot render a manual page", e)
+}
+
 fn write(out: &Path, name: &str, page: &[u8]) -> Result<PathBuf, Error> {
     let path = out.join(name);
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(page))
-        .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
+    std::fs::write(&path, page).map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
     Ok(path)
 }
 
