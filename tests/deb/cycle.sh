@@ -28,6 +28,7 @@ ROOT_DIR=$PWD
 root_only=0
 if [ "${1:-}" = --root-only ]; then root_only=1; else deb=$(realpath "${1:?usage: tests/deb/cycle.sh PACKAGE.deb | --root-only}"); fi
 say() { printf 'deb cycle: %s\n' "$*"; }
+[ $root_only = 1 ] || [ -f "$deb" ] || { say "$1: no such package file (build one with cross/deb.sh)"; exit 2; }
 fails=0
 ok() { say "ok: $*"; }
 fail() { say "FAIL: $*"; fails=$((fails + 1)); }
