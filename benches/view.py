@@ -23,6 +23,9 @@ import time
 import urllib.request
 
 BIN, CONFIG, PHASE_S, OUT = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+# The stats interval (whole seconds): /metrics is rendered once per interval, so each phase waits
+# one interval for its count. Default: the config's own (STATS_S unset).
+STATS_S = os.environ.get("STATS_S")
 
 
 def free_port():
@@ -40,6 +43,8 @@ def config(port, sock):
     text = re.sub(r'"\.\./', f'"{os.path.dirname(base)}/', text)
     text = re.sub(r'(?m)^socket = .*$', f'socket = "{sock}"', text)
     text = re.sub(r'(?m)^listen = .*$', f'listen = "127.0.0.1:{port}"', text)
+    if STATS_S:
+        text = re.sub(r'(?m)^stats_interval_s = .*$', f'stats_interval_s = {int(STATS_S)}', text)
     assert "[view]" in text and "enabled = true" in text, f"{CONFIG} does not turn the view on"
     return text
 
@@ -113,6 +118,7 @@ def pictures_total(port):
 
 
 def main():
+    stats_s = int(STATS_S) if STATS_S else int(re.search(r'(?m)^stats_interval_s = (\d+)', open(CONFIG).read() + "\nstats_interval_s = 5").group(1))
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="jd-view-bench-")
     sock = os.path.join(tmp, "d.sock")
@@ -133,7 +139,7 @@ def main():
             if viewers == 0 and rows:
                 # The last viewer's requests lapse (3 s), then /metrics (rendered once per stats
                 # interval) catches up with what they had encoded.
-                time.sleep(4 + 5.5)
+                time.sleep(4 + stats_s + 0.5)
             stop = threading.Event()
             vs = [Viewer(port, stop) for _ in range(viewers)]
             for v in vs:
@@ -144,7 +150,7 @@ def main():
             time.sleep(PHASE_S)
             t1, n1 = time.monotonic(), len(reader.samples)
             # /metrics is rendered once per stats interval: wait for the next one to read the count.
-            time.sleep(5.5)
+            time.sleep(stats_s + 0.5)
             p1 = pictures_total(port)
             stop.set()
             lat = [l for (t, l) in reader.samples[n0:n1]]

@@ -2,7 +2,8 @@
 # The live view's cost to the pipeline (docs/live-view.md): FPS and end-to-end p50/p99 with the
 # view closed, with one viewer and with five, on CONFIG (default configs/demo.toml, which turns the
 # view on). Environment: JETDETECT (default target/release/jetdetect), CONFIG, PHASE_S (seconds per
-# phase, default 30), OUT (default /tmp/jetdetect-view-bench.json).
+# phase, default 30), STATS_S (the stats interval, default the config's; each phase waits one for
+# /metrics), OUT (default /tmp/jetdetect-view-bench.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${JETDETECT:-target/release/jetdetect}
