@@ -3,7 +3,10 @@
 
 use serde_json::json;
 
+use std::path::PathBuf;
+
 use jetdetect::eval::hazards::HazardScore;
+use jetdetect::eval::recorded::Boxes;
 use jetdetect::{eval, Error};
 
 use super::ModelArgs;
@@ -39,6 +42,14 @@ pub struct Args {
     /// are scored as fast as the machine goes, each taken at frame / fps seconds).
     #[arg(long, default_value_t = 30.0, value_parser = positive)]
     fps: f64,
+    /// With --hazards: also write the model's detections to FILE (JSON lines), for --detections.
+    #[arg(long, value_name = "FILE", conflicts_with = "detections")]
+    save_detections: Option<PathBuf>,
+    /// With --hazards: take each frame's detections from FILE, written by --save-detections on
+    /// the same source and model, instead of running the model (tuning the hazard layer in
+    /// seconds a run).
+    #[arg(long, value_name = "FILE")]
+    detections: Option<PathBuf>,
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -55,9 +66,17 @@ pub fn run(args: Args) -> Result<bool, Error> {
     if args.hazards {
         let source = args.source.as_deref().unwrap_or(HAZARD_SOURCE);
         let frames = args.frames.unwrap_or(18_000);
-        let s = eval::score_hazards(&config, source, frames, args.fps, args.match_iou)?;
+        let boxes = match (args.save_detections, args.detections) {
+            (Some(path), _) => Boxes::Save(path),
+            (None, Some(path)) => Boxes::Replay(path),
+            (None, None) => Boxes::Model,
+        };
+        let s = eval::score_hazards(&config, source, frames, args.fps, args.match_iou, &boxes)?;
         println!("{}", hazards_json(source, &s));
         return Ok(true);
+    }
+    if args.save_detections.is_some() || args.detections.is_some() {
+        return Err(Error::Command("--save-detections and --detections go with --hazards".into()));
     }
     let source = args.source.as_deref().unwrap_or(SOURCE);
     let s = eval::score(&config, source, args.frames.unwrap_or(200), args.match_iou)?;

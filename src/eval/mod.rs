@@ -9,6 +9,7 @@
 //! missing them is not a false negative.
 
 pub mod hazards;
+pub mod recorded;
 pub mod tracking;
 
 use crate::config::Config;
@@ -59,32 +60,51 @@ pub fn score(config: &Config, uri: &str, frames: u64, match_iou: f32) -> Result<
 /// `uri` (a source whose truth has object identities and times to contact, such as
 /// `synthetic://?approach=2&leave=1`), taking frame `n` to be captured at `n / fps` seconds
 /// whatever the machine's speed, and scores them ([`hazards::HazardScorer`]) with boxes
-/// matched at `match_iou`. `[hazards]` is used as configured, `enabled` or not.
+/// matched at `match_iou`. `[hazards]` is used as configured, `enabled` or not. `boxes` says
+/// whether the detections come from the model (and are also saved) or from a file saved before.
 pub fn score_hazards(
     config: &Config,
     uri: &str,
     frames: u64,
     fps: f64,
     match_iou: f32,
+    boxes: &recorded::Boxes,
 ) -> Result<hazards::HazardScore, Error> {
     let mut detector = Detector::from_config(config)?;
+    let model = &config.model.path;
+    let (mut save, mut replay) = match boxes {
+        recorded::Boxes::Model => (None, None),
+        recorded::Boxes::Save(path) => (Some(recorded::Writer::create(path, uri, model)?), None),
+        recorded::Boxes::Replay(path) => (None, Some(recorded::Reader::open(path, uri, model)?)),
+    };
     let mut layer = Hazards::new(&config.hazards, &config.camera, detector.names())?;
     let mut src = source::open(uri)?;
     let mut frame = Frame::empty();
     let mut out = HazardFrame::with_capacity(64);
     let h = &config.hazards;
     let mut scorer = hazards::HazardScorer::new(fps, h.danger_ttc_s, h.min_confidence, match_iou, 0.5);
-    detector.warm_up(2)?;
-    let epoch = std::time::Instant::now();
+    if replay.is_none() {
+        detector.warm_up(2)?;
+    }
+    let epoch = layer.epoch();
     let mut n = 0;
     let mut closing = false;
     while n < frames && src.next_frame(&mut frame)? {
-        let dets = detector.detect(&frame)?;
+        let dets = match replay.as_mut() {
+            Some(r) => r.frame(frame.seq)?,
+            None => detector.detect(&frame)?,
+        };
+        if let Some(w) = save.as_mut() {
+            w.frame(frame.seq, dets)?;
+        }
         let captured = epoch + std::time::Duration::from_secs_f64(frame.seq as f64 / fps);
         layer.update(dets, captured, frame.width, frame.height, &mut out);
         scorer.frame(frame.seq, &frame.truth, dets, &out);
         closing |= frame.truth.iter().any(|g| g.ttc_frames.is_some());
         n += 1;
+    }
+    if let Some(w) = save {
+        w.finish()?;
     }
     let score = scorer.finish();
     if score.tracking.objects == 0 {

@@ -241,6 +241,13 @@ impl Hazards {
         })
     }
 
+    /// The instant the layer counts its time from (a frame's capture time is taken relative
+    /// to it): `jetdetect eval` places frame `n` at `epoch + n / fps`, so that the times, and
+    /// the results, are the same on every run.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
     /// The camera model for the latest frame size.
     pub fn camera(&self) -> Option<&Camera> {
         self.camera.as_ref()
