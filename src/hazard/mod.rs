@@ -29,6 +29,9 @@ pub use zones::{Level, Zone};
 
 use crate::yolo::{ClassNames, Detection};
 
+/// `[hazards] danger_frames` by default: 3 frames (67 ms at 30 fps; see docs/hazards.md).
+pub const DANGER_FRAMES: u32 = 3;
+
 /// A class's real size, for range estimates: `[hazards.classes] person = { height_m = 1.7 }`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +60,9 @@ pub struct HazardsConfig {
     pub min_confidence: f64,
     /// Seconds of a track's history the time to contact is fitted over.
     pub ttc_window_s: f64,
+    /// Frames in a row a track's time to contact must say `danger` before the obstacle is
+    /// `danger` (it is `caution` until then); 1: at once.
+    pub danger_frames: u32,
     /// `[hazards.tracking]`: the tracker's thresholds.
     pub tracking: TrackingConfig,
     /// `[hazards.classes]`: real sizes by class name, for range estimates.
@@ -73,6 +79,7 @@ impl Default for HazardsConfig {
             danger_ttc_s: 2.0,
             min_confidence: 0.5,
             ttc_window_s: 1.0,
+            danger_frames: DANGER_FRAMES,
             tracking: TrackingConfig::default(),
             classes: BTreeMap::new(),
         }
@@ -111,6 +118,12 @@ impl HazardsConfig {
             return Err((
                 key("ttc_window_s"),
                 format!("{} is out of range: allowed 0.1 to 10 seconds", self.ttc_window_s),
+            ));
+        }
+        if !(1..=30).contains(&self.danger_frames) {
+            return Err((
+                key("danger_frames"),
+                format!("{} is out of range: allowed 1 (at once) to 30 frames", self.danger_frames),
             ));
         }
         self.tracking.validate().map_err(|(k, m)| (format!("tracking.{k}"), m))?;
@@ -274,8 +287,11 @@ impl Hazards {
         out.obstacles.clear();
         self.candidates.clear();
         let cfg = &self.config;
-        for tr in self.tracker.tracks() {
-            let (Some(i), true) = (tr.detection, tr.id != 0) else { continue };
+        for tr in self.tracker.tracks_mut() {
+            let (Some(i), true) = (tr.detection, tr.id != 0) else {
+                tr.danger_run = 0;
+                continue;
+            };
             let d = &detections[i];
             let (w, h) = (d.x2 - d.x1, d.y2 - d.y1);
             let ttc = tr.scales.ttc(cfg.ttc_window_s);
@@ -284,6 +300,13 @@ impl Hazards {
                 Some(s) if s <= cfg.danger_ttc_s => Level::Danger,
                 Some(s) if s <= cfg.caution_ttc_s => Level::Caution,
                 _ => Level::Clear,
+            };
+            // Danger is confirmed over `danger_frames` frames in a row; caution until then.
+            tr.danger_run = if level == Level::Danger { tr.danger_run.saturating_add(1) } else { 0 };
+            let level = if level == Level::Danger && tr.danger_run < cfg.danger_frames {
+                Level::Caution
+            } else {
+                level
             };
             let size = self.sizes.get(d.class_id).copied().unwrap_or_default();
             let range_m = match (size.height_m, size.width_m) {
@@ -371,6 +394,46 @@ mod tests {
     }
 
     #[test]
+    fn danger_is_confirmed_over_danger_frames_in_a_row() {
+        // The same approach seen by a layer that raises danger at once and by one that waits
+        // for 3 frames in a row; the object is missed in frame 40, which breaks the run.
+        let names = ClassNames::numbered(1);
+        let layer = |danger_frames| {
+            let cfg = HazardsConfig { enabled: true, danger_frames, ..Default::default() };
+            Hazards::new(&cfg, &CameraConfig::default(), &names).unwrap()
+        };
+        let (mut at_once, mut confirmed) = (layer(1), layer(3));
+        let (mut out1, mut out3) = (HazardFrame::with_capacity(4), HazardFrame::with_capacity(4));
+        let mut levels = Vec::new();
+        for f in 0..60 {
+            let t = f as f64 / 30.0;
+            let h = (100.0 / (3.0 - t)) as f32; // contact 3 s after frame 0
+            let d = Detection { class_id: 0, score: 0.9, x1: 300.0, y1: 200.0, x2: 300.0 + h, y2: 200.0 + h };
+            let dets: &[Detection] = if f == 40 { &[] } else { &[d] };
+            // The same times for both, from each layer's own origin.
+            let dt = std::time::Duration::from_secs_f64(t);
+            at_once.update(dets, at_once.epoch() + dt, 640, 480, &mut out1);
+            confirmed.update(dets, confirmed.epoch() + dt, 640, 480, &mut out3);
+            let level = |out: &HazardFrame| out.obstacles.first().map(|o| o.level);
+            levels.push((level(&out1), level(&out3)));
+        }
+        let danger = |f: usize| levels[f].0 == Some(Level::Danger);
+        for (f, &(one, three)) in levels.iter().enumerate() {
+            let want = match one {
+                Some(Level::Danger) if f >= 2 && danger(f - 1) && danger(f - 2) => Some(Level::Danger),
+                Some(Level::Danger) => Some(Level::Caution),
+                other => other,
+            };
+            assert_eq!(three, want, "frame {f}: at once {one:?}");
+        }
+        let first = (0..60).find(|&f| danger(f)).expect("the approach reaches danger");
+        assert!(first < 36, "danger from frame {first}");
+        assert_eq!(levels[first + 2].1, Some(Level::Danger));
+        assert_eq!(levels[41].1, Some(Level::Caution), "the run starts again after the missed frame");
+        assert_eq!(levels[43].1, Some(Level::Danger));
+    }
+
+    #[test]
     fn unknown_classes_and_bad_thresholds_are_named() {
         let names = ClassNames::numbered(3);
         let mut cfg = HazardsConfig::default();
@@ -382,6 +445,11 @@ mod tests {
             "{e}"
         );
         assert_eq!(HazardsConfig { zones: 73, ..Default::default() }.validate().unwrap_err().0, "zones");
+        let (key, message) = HazardsConfig { danger_frames: 0, ..Default::default() }.validate().unwrap_err();
+        assert_eq!(
+            (key.as_str(), message.as_str()),
+            ("danger_frames", "0 is out of range: allowed 1 (at once) to 30 frames")
+        );
         let inverted = HazardsConfig { danger_ttc_s: 5.0, caution_ttc_s: 2.0, ..Default::default() };
         assert_eq!(inverted.validate().unwrap_err().0, "danger_ttc_s");
         let mut sizeless = HazardsConfig::default();

@@ -116,6 +116,9 @@ pub struct Track {
     pub detection: Option<usize>,
     /// Frames it was seen in.
     pub hits: u32,
+    /// Frames in a row, up to the latest, whose time to contact said `danger` (kept by the
+    /// hazard layer for `[hazards] danger_frames`).
+    pub danger_run: u32,
     state: State,
     filter_t: f64,
     seen_t: f64,
@@ -241,6 +244,11 @@ impl Tracker {
         &self.tracks
     }
 
+    /// The tracks, to keep per-track state beside the tracker's.
+    pub fn tracks_mut(&mut self) -> &mut [Track] {
+        &mut self.tracks
+    }
+
     /// Updates the tracks with the detections of a frame captured at `t` seconds (any origin,
     /// increasing). Afterwards [`Tracker::track_of`] numbers the detections.
     pub fn update(&mut self, detections: &[Detection], t: f64) {
@@ -305,6 +313,7 @@ impl Tracker {
                 scales,
                 detection: Some(i),
                 hits: 1,
+                danger_run: 0,
                 state: if first { State::Tracked } else { State::New },
                 filter_t: t,
                 seen_t: t,

@@ -344,7 +344,9 @@ fn eval(args: &[&str]) -> std::process::Output {
 /// to contact off by a factor, alarms never raised or raised on nothing.
 #[test]
 fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
-    let out = eval(&["--frames", "900"]);
+    let dir = tmpdir("eval-replay");
+    let saved = dir.join("dets.jsonl");
+    let out = eval(&["--frames", "900", "--save-detections", saved.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: HazardEval = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
@@ -370,6 +372,49 @@ fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
     assert!(d.alarms >= d.recalled / 2 && d.false_per_min < 10.0, "{d:?}");
     assert!(d.false_alarms + d.early_alarms <= d.alarms && d.mean_delay_s >= 0.0, "{d:?}");
     assert_eq!(r.targets.len(), 5, "{:?}", r.targets);
+
+    // The saved detections, read back instead of running the model: the same scores, exactly.
+    let replay = |config: &Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+            .args(["eval", "--hazards", "--frames", "900", "--config"])
+            .arg(config)
+            .arg("--detections")
+            .arg(&saved)
+            .current_dir(crate::common::repo())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(replay(Path::new("configs/demo.toml")), stdout);
+    // Another [hazards] on them: danger raised at once makes at least as many alarms, tracking
+    // is untouched.
+    let at_once = dir.join("at-once.toml");
+    let demo = std::fs::read_to_string(crate::common::repo().join("configs/demo.toml")).unwrap();
+    let demo = demo.replace("\"../", &format!("\"{}/", crate::common::repo().display()));
+    std::fs::write(&at_once, demo.replace("[hazards]\n", "[hazards]\ndanger_frames = 1\n")).unwrap();
+    let r1: HazardEval = serde_json::from_str(replay(&at_once).trim()).unwrap();
+    assert_eq!(format!("{:?}", r1.tracking), format!("{:?}", r.tracking));
+    assert!(
+        r1.danger.alarms >= r.danger.alarms && r1.danger.recalled >= r.danger.recalled,
+        "{:?}",
+        r1.danger
+    );
+    // A file from another scene is refused, naming the scene it was made on.
+    let out = eval(&[
+        "--frames",
+        "30",
+        "--source",
+        "synthetic://?fps=0&approach=1",
+        "--detections",
+        saved.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("dets.jsonl:1: recorded on --source 'synthetic://"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
