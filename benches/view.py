@@ -118,12 +118,14 @@ def pictures_total(port):
 
 
 def main():
-    stats_s = int(STATS_S) if STATS_S else int(re.search(r'(?m)^stats_interval_s = (\d+)', open(CONFIG).read() + "\nstats_interval_s = 5").group(1))
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="jd-view-bench-")
     sock = os.path.join(tmp, "d.sock")
     cfg = os.path.join(tmp, "view.toml")
-    open(cfg, "w").write(config(port, sock))
+    text = config(port, sock)
+    open(cfg, "w").write(text)
+    interval = re.search(r'(?m)^stats_interval_s = (\d+)', text)
+    stats_s = int(interval.group(1)) if interval else 5  # the daemon's default
     daemon = subprocess.Popen([BIN, "run", "--config", cfg], stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "daemon.log"), "w"))
     try:
         deadline = time.time() + 60

@@ -43,7 +43,8 @@ head -c 4096 /dev/urandom >corpus/yolo_decode/random
 { printf '\1\20\20'; head -c 1536 /dev/urandom; } >corpus/raw_frames/yuyv16
 
 # No sanitizer; 16 codegen units instead of cargo-fuzz's 1 (with fuzz/Cargo.toml's profile: only
-# jetdetect and the JPEG decoder optimised) keep the build at about 200 s on 2 cores, not 650 s.
+# jetdetect, the JPEG decoder and the TOML parser optimised) keep the build at about 200 s on
+# 2 cores, not 650 s.
 BUILD=(-s none --codegen-units 16)
 status=0
 for t in "${TARGETS[@]}"; do

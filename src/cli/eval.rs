@@ -43,12 +43,12 @@ pub struct Args {
     #[arg(long, default_value_t = 30.0, value_parser = positive)]
     fps: f64,
     /// With --hazards: also write the model's detections to FILE (JSON lines), for --detections.
-    #[arg(long, value_name = "FILE", conflicts_with = "detections")]
+    #[arg(long, value_name = "FILE", requires = "hazards", conflicts_with = "detections")]
     save_detections: Option<PathBuf>,
     /// With --hazards: take each frame's detections from FILE, written by --save-detections on
     /// the same source and model, instead of running the model (tuning the hazard layer in
     /// seconds a run).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "hazards")]
     detections: Option<PathBuf>,
 }
 
@@ -74,9 +74,6 @@ pub fn run(args: Args) -> Result<bool, Error> {
         let s = eval::score_hazards(&config, source, frames, args.fps, args.match_iou, &boxes)?;
         println!("{}", hazards_json(source, &s));
         return Ok(true);
-    }
-    if args.save_detections.is_some() || args.detections.is_some() {
-        return Err(Error::Command("--save-detections and --detections go with --hazards".into()));
     }
     let source = args.source.as_deref().unwrap_or(SOURCE);
     let s = eval::score(&config, source, args.frames.unwrap_or(200), args.match_iou)?;

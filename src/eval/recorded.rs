@@ -75,34 +75,32 @@ impl Writer {
             source: source.to_string(),
             model: model.display().to_string(),
         };
-        w.write_json(&header)?;
+        write_line(&mut w.out, &header).map_err(|e| w.failed(e))?;
         Ok(w)
     }
 
     /// Appends frame `seq`'s detections.
     pub fn frame(&mut self, seq: u64, detections: &[Detection]) -> Result<(), Error> {
-        let mut line = std::mem::replace(&mut self.line, FrameLine { seq, boxes: Vec::new() });
-        line.seq = seq;
-        line.boxes.clear();
-        line.boxes.extend(detections.iter().map(|d| (d.class_id, d.score, d.x1, d.y1, d.x2, d.y2)));
-        let r = self.write_json(&line);
-        self.line = line;
-        r
+        self.line.seq = seq;
+        self.line.boxes.clear();
+        self.line.boxes.extend(detections.iter().map(|d| (d.class_id, d.score, d.x1, d.y1, d.x2, d.y2)));
+        write_line(&mut self.out, &self.line).map_err(|e| self.failed(e))
     }
 
     /// Flushes the file.
     pub fn finish(mut self) -> Result<(), Error> {
-        let path = self.path.display().to_string();
-        self.out.flush().map_err(|e| Error::io(format!("{path}: cannot write"), e))
+        self.out.flush().map_err(|e| self.failed(e))
     }
 
-    fn write_json<T: Serialize>(&mut self, value: &T) -> Result<(), Error> {
-        let path = &self.path;
-        serde_json::to_writer(&mut self.out, value)
-            .map_err(std::io::Error::from)
-            .and_then(|()| self.out.write_all(b"\n"))
-            .map_err(|e| Error::io(format!("{}: cannot write", path.display()), e))
+    fn failed(&self, e: std::io::Error) -> Error {
+        Error::io(format!("{}: cannot write", self.path.display()), e)
     }
+}
+
+/// `value` as one line of JSON.
+fn write_line(out: &mut impl Write, value: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    out.write_all(b"\n")
 }
 
 /// Reads a detections file back, frame by frame.
