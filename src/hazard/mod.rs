@@ -32,6 +32,12 @@ use crate::yolo::{ClassNames, Detection};
 /// `[hazards] danger_frames` by default: 3 frames (67 ms at 30 fps; see docs/hazards.md).
 pub const DANGER_FRAMES: u32 = 3;
 
+/// `[hazards] ttc_window_s` by default, seconds.
+pub const TTC_WINDOW_S: f64 = 1.0;
+
+/// `[hazards] min_confidence` by default.
+pub const MIN_CONFIDENCE: f64 = 0.5;
+
 /// A class's real size, for range estimates: `[hazards.classes] person = { height_m = 1.7 }`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,8 +83,8 @@ impl Default for HazardsConfig {
             zones: 3,
             caution_ttc_s: 4.0,
             danger_ttc_s: 2.0,
-            min_confidence: 0.5,
-            ttc_window_s: 1.0,
+            min_confidence: MIN_CONFIDENCE,
+            ttc_window_s: TTC_WINDOW_S,
             danger_frames: DANGER_FRAMES,
             tracking: TrackingConfig::default(),
             classes: BTreeMap::new(),
@@ -247,7 +253,8 @@ impl Hazards {
             config: config.clone(),
             camera_config: camera.clone(),
             camera: None,
-            tracker: Tracker::new(config.tracking.clone()),
+            tracker: Tracker::new(config.tracking.clone())
+                .with_ttc(config.ttc_window_s, config.min_confidence),
             sizes,
             epoch: Instant::now(),
             candidates: Vec::with_capacity(128),

@@ -184,6 +184,11 @@ impl ScaleHistory {
         self.iter().last().is_some_and(|s| s.cut())
     }
 
+    /// Whether the newest observation shows the whole object (not cut, both axes shown).
+    pub fn last_whole(&self) -> bool {
+        self.iter().last().is_some_and(|s| !s.cut() && s.w_ok && s.h_ok)
+    }
+
     /// Number of observations kept.
     pub fn len(&self) -> usize {
         self.len
