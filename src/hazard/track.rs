@@ -749,6 +749,17 @@ mod tests {
             .collect()
     }
 
+    /// From frame `from` on, box `whole` keeps the number it had the frame before and box
+    /// `part` has none.
+    fn assert_one_number(ids: &[Vec<u64>], from: usize, whole: usize, part: usize) {
+        let number = ids[from - 1][whole];
+        assert_ne!(number, 0, "{:?}", ids[from - 1]);
+        for (f, of) in ids.iter().enumerate().skip(from) {
+            assert_eq!(of[whole], number, "frame {f}: {of:?}");
+            assert_eq!(of[part], 0, "frame {f}: the part started a track: {of:?}");
+        }
+    }
+
     #[test]
     fn a_tracked_object_seen_in_two_parts_around_one_in_front_keeps_one_number() {
         // A person (class 0), tracked whole while it walks right; then a cone (class 2) stands
@@ -768,11 +779,7 @@ mod tests {
                 ],
             })
             .collect();
-        let ids = track_frames(&frames);
-        for (f, of) in ids.iter().enumerate().skip(10) {
-            assert_eq!(of[0], 1, "frame {f}: {of:?}");
-            assert_eq!(of[1], 0, "frame {f}: the other side started a track: {of:?}");
-        }
+        assert_one_number(&track_frames(&frames), 10, 0, 1);
     }
 
     #[test]
@@ -793,11 +800,7 @@ mod tests {
                 }
             })
             .collect();
-        let ids = track_frames(&frames);
-        for (f, of) in ids.iter().enumerate().skip(10) {
-            assert_ne!(of[1], 0, "frame {f}: {of:?}");
-            assert_eq!(of[2], 0, "frame {f}: the left side started a track: {of:?}");
-        }
+        assert_one_number(&track_frames(&frames), 10, 1, 2);
     }
 
     #[test]
