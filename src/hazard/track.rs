@@ -50,7 +50,7 @@ use super::assign::Assignment;
 use super::kalman::{measure, BoxKalman, FRAME_S};
 use super::ttc::{Edge, ScaleHistory};
 use super::{MIN_CONFIDENCE, TTC_WINDOW_S};
-use crate::yolo::{iou, Detection};
+use crate::yolo::{intersection, iou, Detection};
 
 /// `[hazards.tracking]`: ByteTrack's thresholds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,9 +201,8 @@ impl Track {
             Some(ttc) if ttc > 0.0 => ttc / (ttc - dt).max(ttc / MAX_GROWTH),
             _ => 1.0,
         };
-        let b = v.corners;
-        let cx = (b[0] + b[2]) as f64 / 2.0 + v.velocity[0] * dt / FRAME_S;
-        let cy = (b[1] + b[3]) as f64 / 2.0 + v.velocity[1] * dt / FRAME_S;
+        let b = v.moved(t);
+        let (cx, cy) = ((b[0] + b[2]) as f64 / 2.0, (b[1] + b[3]) as f64 / 2.0);
         let (hw, hh) = ((b[2] - b[0]) as f64 / 2.0 * k, (b[3] - b[1]) as f64 / 2.0 * k);
         Some([(cx - hw) as f32, (cy - hh) as f32, (cx + hw) as f32, (cy + hh) as f32])
     }
@@ -553,11 +552,9 @@ fn two_sides(a: [f32; 4], b: [f32; 4], o: [f32; 4]) -> bool {
 
 /// The share of `a`'s area inside `b`.
 fn inside(a: [f32; 4], b: [f32; 4]) -> f32 {
-    let w = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
-    let h = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
     let area = (a[2] - a[0]) * (a[3] - a[1]);
     if area > 0.0 {
-        w * h / area
+        intersection(a, b) / area
     } else {
         0.0
     }

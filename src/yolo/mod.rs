@@ -157,11 +157,16 @@ impl Detection {
     }
 }
 
-/// Intersection over union of two `[x1, y1, x2, y2]` boxes.
-pub fn iou(a: [f32; 4], b: [f32; 4]) -> f32 {
+/// The area two boxes `[x1, y1, x2, y2]` share.
+pub fn intersection(a: [f32; 4], b: [f32; 4]) -> f32 {
     let w = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
     let h = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
-    let inter = w * h;
+    w * h
+}
+
+/// Intersection over union of two `[x1, y1, x2, y2]` boxes.
+pub fn iou(a: [f32; 4], b: [f32; 4]) -> f32 {
+    let inter = intersection(a, b);
     let union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
     if union <= 0.0 {
         0.0
