@@ -138,6 +138,9 @@ pub struct Track {
     /// Frames in a row, up to the latest, whose time to contact said `danger` (kept by the
     /// hazard layer for `[hazards] danger_frames`).
     pub danger_run: u32,
+    /// Its time to contact in the latest frame it was seen in, if sure (kept by the hazard
+    /// layer: danger is confirmed on a steady one).
+    pub ttc_before: Option<f64>,
     state: State,
     filter_t: f64,
     seen_t: f64,
@@ -422,6 +425,7 @@ impl Tracker {
                 detection: Some(i),
                 hits: 1,
                 danger_run: 0,
+                ttc_before: None,
                 state: if first { State::Tracked } else { State::New },
                 filter_t: t,
                 seen_t: t,
