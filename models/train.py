@@ -4,7 +4,7 @@
 Reproduce (about an hour on 2 CPU cores; nothing is downloaded):
 
     python3 -m venv .venv-models && .venv-models/bin/pip install -r models/requirements.txt
-    cargo run -- dataset --out /tmp/obstacles --train 2000 --val 300 --seed 2026
+    cargo run -- dataset --out /tmp/obstacles --train 2400 --val 300 --seed 2026 --crowded 0.2
     .venv-models/bin/python models/train.py --data /tmp/obstacles/data.yaml
 
 Writes models/obstacles-v8.onnx (YOLOv8 layout, input [1, 3, 256, 256], output
