@@ -173,7 +173,8 @@ pub struct ModelConfig {
     /// Class names file (one per line); default: the model's metadata, else `class<N>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub names: Option<PathBuf>,
-    /// Output layout: `auto`, `v5` or `v8`.
+    /// Output layout: `auto` (from the metadata and the output shape; an ambiguous shape is
+    /// refused), `v5`, `v8` or `end2end`.
     pub layout: LayoutHint,
     /// Input width for models whose input size is not fixed.
     pub input_width: u32,

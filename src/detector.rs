@@ -28,7 +28,9 @@ struct DeviceStage {
     letterbox: Letterbox,
     stage: Box<dyn InputStage>,
 }
-use crate::yolo::{ClassNames, DecodeOptions, Decoder, Detection, Layout, LayoutHint};
+use crate::yolo::{
+    ClassNames, DecodeOptions, Decoder, Detection, KnownClasses, Layout, LayoutError, LayoutHint, Metadata,
+};
 
 /// How long each stage took for the last frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -63,6 +65,8 @@ pub struct Detector {
     preprocessing: Preprocessing,
     decoder: Decoder,
     names: ClassNames,
+    /// Why the layout was read as it is (the config, the metadata, the shape).
+    layout_why: String,
     detections: Vec<Detection>,
     times: StageTimes,
     letterbox: Option<Letterbox>,
@@ -131,7 +135,8 @@ impl Detector {
         }
     }
 
-    /// Assembles a detector, checking that the model output is a YOLO layout and
+    /// Assembles a detector, deciding the model's output layout ([`Layout::decide`]: from
+    /// `layout` where the config forces one, the model's metadata, the output shape) and checking
     /// that the class names (given, or from the model's metadata) fit it.
     pub fn new(
         engine: Box<dyn Engine>,
@@ -140,28 +145,43 @@ impl Detector {
         layout: LayoutHint,
         options: DecodeOptions,
     ) -> Result<Detector> {
-        let layout = Layout::detect(engine.output_shape(), layout)
-            .map_err(|source| Error::Layout { model: engine.describe(), source })?;
-        let classes = layout.classes();
-        let names = match names {
-            Some(n) if n.len() != classes => {
+        let meta = Metadata::read(engine.metadata());
+        let shape = engine.output_shape();
+        let layout_err = |source| Error::Layout { model: engine.describe(), source };
+        // The class count from the metadata's names; names that fit no layout of the shape are
+        // not the model's (an exporter's mistake): the shape decides alone, and they are not used.
+        let known = |n: &ClassNames| KnownClasses { count: n.len(), origin: "model metadata" };
+        let decision = match Layout::decide(shape, layout, &meta, meta.names.as_ref().map(known)) {
+            Err(LayoutError::NoClasses { .. }) if meta.names.is_some() => {
+                Layout::decide(shape, layout, &meta, None).map_err(layout_err)?
+            }
+            other => other.map_err(layout_err)?,
+        };
+        let mut layout = decision.layout;
+        let from_metadata = meta.names.filter(|m| layout.classes().is_none_or(|c| c == m.len()));
+        let names = match (names, layout.classes()) {
+            (Some(n), Some(classes)) if n.len() != classes => {
                 return Err(Error::ClassCount {
                     names: n.origin.clone(),
                     listed: n.len(),
                     model: engine.describe(),
                     layout,
+                    predicts: classes,
                 })
             }
-            Some(n) => n,
-            None => match engine.metadata().get("names").and_then(|m| ClassNames::from_metadata(m)) {
-                Some(n) if n.len() == classes => n,
-                _ => ClassNames::numbered(classes),
-            },
+            (Some(n), _) => n,
+            (None, Some(classes)) => from_metadata.unwrap_or_else(|| ClassNames::numbered(classes)),
+            // End-to-end without names anywhere: the class ids are read as they come.
+            (None, None) => from_metadata.unwrap_or_else(|| ClassNames::numbered(0)),
         };
+        if let Layout::EndToEnd { classes: classes @ None, .. } = &mut layout {
+            *classes = (!names.is_empty()).then_some(names.len());
+        }
         Ok(Detector {
             engine,
             preprocessing: Preprocessing::Host(preprocessor),
             decoder: Decoder::new(layout, options),
+            layout_why: decision.why,
             names,
             detections: Vec::with_capacity(options.max_detections),
             times: StageTimes::default(),
@@ -339,6 +359,26 @@ impl Detector {
     /// The output layout the model was read as.
     pub fn layout(&self) -> Layout {
         self.decoder.layout()
+    }
+
+    /// Why the layout was read as it is: `[model] layout`, the metadata, or the output shape.
+    pub fn layout_why(&self) -> &str {
+        &self.layout_why
+    }
+
+    /// How outputs are decoded, for `check` and the log: thresholds, and NMS or not.
+    pub fn decoder_summary(&self) -> String {
+        let o = self.decoder.options();
+        match self.layout().end_to_end() {
+            true => format!(
+                "score > {}, at most {} boxes, no NMS (the model's own; [detect] iou is not used)",
+                o.confidence, o.max_detections
+            ),
+            false => format!(
+                "score > {}, class-aware NMS at IoU {}, at most {} boxes",
+                o.confidence, o.iou, o.max_detections
+            ),
+        }
     }
 
     /// The engine, for its description and shapes.

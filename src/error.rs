@@ -50,9 +50,8 @@ pub enum Error {
     },
     /// A class names file whose length is not the model's class count.
     #[error(
-        "model error: {names} lists {listed} class names but the model ({model}, {layout}) predicts {} classes: \
-         use the names file that belongs to this model",
-        layout.classes()
+        "model error: {names} lists {listed} class names but the model ({model}, {layout}) predicts {predicts} classes: \
+         use the names file that belongs to this model"
     )]
     ClassCount {
         /// Where the names came from.
@@ -63,6 +62,8 @@ pub enum Error {
         model: String,
         /// Its layout.
         layout: crate::yolo::Layout,
+        /// How many classes the layout has.
+        predicts: usize,
     },
     /// No preprocessing graph for the camera's frames on the accelerator.
     #[error("model error: {0}")]

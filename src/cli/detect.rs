@@ -91,9 +91,10 @@ pub fn run(args: Args) -> Result<bool, Error> {
     let config = args.model.resolve()?;
     let mut detector = Detector::from_config(&config)?;
     log::info!(
-        "{}: {} ({} classes from {})",
+        "{}: {} ({}; {} classes from {})",
         detector.engine().describe(),
         detector.layout(),
+        detector.layout_why(),
         detector.names().len(),
         detector.names().origin
     );

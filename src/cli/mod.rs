@@ -44,8 +44,8 @@ pub struct ModelArgs {
     /// Most detections per image.
     #[arg(long)]
     pub max_det: Option<usize>,
-    /// Output layout: auto, v5 or v8.
-    #[arg(long, value_parser = parse_layout)]
+    /// Output layout: auto (from the model's metadata and output shape), v5, v8 or end2end.
+    #[arg(long)]
     pub layout: Option<LayoutHint>,
     /// Engine: auto, tract (pure Rust, CPU) or onnxruntime.
     #[arg(long)]
@@ -71,15 +71,6 @@ pub struct ModelArgs {
     /// Engine threads (0: the engine's default).
     #[arg(long)]
     pub threads: Option<usize>,
-}
-
-fn parse_layout(s: &str) -> Result<LayoutHint, String> {
-    match s {
-        "auto" => Ok(LayoutHint::Auto),
-        "v5" => Ok(LayoutHint::V5),
-        "v8" => Ok(LayoutHint::V8),
-        _ => Err(format!("'{s}': use auto, v5 or v8")),
-    }
 }
 
 impl ModelArgs {

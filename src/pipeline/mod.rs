@@ -446,9 +446,10 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
     let mut detector = Detector::from_config(config)?;
     let (iw, ih) = detector.engine().input_size();
     log::info!(
-        "model: {}, {}, input {iw}x{ih}, {} classes ({})",
+        "model: {}, {} ({}), input {iw}x{ih}, {} classes ({})",
         detector.engine().describe(),
         detector.layout(),
+        detector.layout_why(),
         detector.names().len(),
         detector.names().origin
     );

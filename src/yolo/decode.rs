@@ -6,6 +6,11 @@
 //! candidates are sorted by score, at most `max_candidates` enter NMS, a box is
 //! suppressed by a higher-scoring box of the same class with IoU strictly above
 //! the IoU threshold, and at most `max_detections` survive.
+//!
+//! End-to-end outputs ([`Layout::EndToEnd`]) went through the model's own NMS or top-k: as
+//! ultralytics' `non_max_suppression` reads them (`utils/nms.py`: `pred[pred[:, 4] >
+//! conf_thres][:max_det]`), a row is kept when its score is above the threshold, in the
+//! model's order, and the first `max_detections` are returned; there is no NMS here.
 
 use super::{iou, Detection, Layout};
 use crate::preprocess::Letterbox;
@@ -68,9 +73,14 @@ impl Decoder {
     /// `output` must hold exactly one image's tensor for this decoder's layout.
     pub fn decode(&mut self, output: &[f32], letterbox: &Letterbox, detections: &mut Vec<Detection>) {
         detections.clear();
+        if let Layout::EndToEnd { rows, classes } = self.layout {
+            debug_assert_eq!(output.len(), rows * 6);
+            self.end_to_end(output, classes, letterbox, detections);
+            return;
+        }
         self.candidates.clear();
         let conf = self.options.confidence;
-        let classes = self.layout.classes();
+        let classes = self.layout.classes().unwrap_or(0);
         let anchors = self.layout.anchors();
         let xyxy =
             |cx: f32, cy: f32, w: f32, h: f32| [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0];
@@ -96,6 +106,7 @@ impl Decoder {
                     }
                 }
             }
+            Layout::EndToEnd { .. } => unreachable!("decoded above"),
             Layout::V5 { .. } => {
                 let stride = 5 + classes;
                 debug_assert_eq!(output.len(), anchors * stride);
@@ -150,6 +161,37 @@ impl Decoder {
                 {
                     self.suppressed[j] = true;
                 }
+            }
+        }
+    }
+}
+
+impl Decoder {
+    /// End-to-end rows `x1 y1 x2 y2 score class`: thresholded, in the model's order, at most
+    /// `max_detections`. A row whose class is not a whole number from 0 (below the class count,
+    /// where it is known) or whose box is not finite is no detection: an engine that overflowed
+    /// (FP16) or a model that is not end-to-end after all.
+    fn end_to_end(
+        &self,
+        output: &[f32],
+        classes: Option<usize>,
+        letterbox: &Letterbox,
+        detections: &mut Vec<Detection>,
+    ) {
+        let limit = classes.unwrap_or(1 << 24);
+        for row in output.chunks_exact(6) {
+            let (score, class) = (row[4], row[5]);
+            // `score > conf` is false for NaN too.
+            let confident = score > self.options.confidence && score.is_finite();
+            let class_id = class >= 0.0 && class.fract() == 0.0 && (class as usize) < limit;
+            if !confident || !class_id || !row[..4].iter().all(|v| v.is_finite()) {
+                continue;
+            }
+            let (x1, y1) = letterbox.to_source(row[0], row[1]);
+            let (x2, y2) = letterbox.to_source(row[2], row[3]);
+            detections.push(Detection { class_id: class as usize, score, x1, y1, x2, y2 });
+            if detections.len() >= self.options.max_detections {
+                break;
             }
         }
     }
@@ -253,6 +295,47 @@ mod tests {
         d.decode(&t, &lb, &mut out);
         assert_eq!((out[0].x1, out[0].y1, out[0].x2, out[0].y2), (80.0, 40.0, 120.0, 60.0));
         assert_eq!((out[1].x1, out[1].x2), (0.0, 14.0), "clipped at the left edge");
+    }
+
+    #[test]
+    fn an_end_to_end_row_is_read_as_corners_score_and_class() {
+        // The reproduction: one row [8, 8, 40, 40, 0.9, 3] of a 64 x 64 model.
+        let mut t = vec![0.0; 300 * 6];
+        t[..6].copy_from_slice(&[8.0, 8.0, 40.0, 40.0, 0.9, 3.0]);
+        let layout = Layout::detect(&[1, 300, 6], crate::yolo::LayoutHint::EndToEnd).unwrap();
+        let mut d = Decoder::new(layout, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &Letterbox::new(64, 64, 64, 64), &mut out);
+        assert_eq!(out, vec![Detection { class_id: 3, score: 0.9, x1: 8.0, y1: 8.0, x2: 40.0, y2: 40.0 }]);
+        // Through a letterbox: a 128 x 64 frame in the 64 x 64 input (gain 0.5, 16 rows on top).
+        d.decode(&t, &Letterbox::new(128, 64, 64, 64), &mut out);
+        assert_eq!((out[0].x1, out[0].y1, out[0].x2, out[0].y2), (16.0, 0.0, 80.0, 48.0));
+    }
+
+    #[test]
+    fn end_to_end_rows_keep_the_models_order_without_nms_and_stop_at_max_detections() {
+        let rows: &[[f32; 6]] = &[
+            [10.0, 10.0, 30.0, 30.0, 0.9, 0.0],
+            [11.0, 10.0, 31.0, 30.0, 0.8, 0.0], // overlaps the first, same class: kept (no NMS here)
+            [50.0, 50.0, 60.0, 60.0, 0.25, 1.0], // at the threshold: dropped
+            [50.0, 50.0, 60.0, 60.0, 0.7, 2.5], // not a class id
+            [50.0, 50.0, 60.0, 60.0, 0.7, 7.0], // past the 4 classes
+            [f32::NAN, 50.0, 60.0, 60.0, 0.7, 1.0],
+            [50.0, 50.0, 60.0, 60.0, f32::NAN, 1.0],
+            [70.0, 70.0, 80.0, 80.0, 0.6, 3.0],
+            [70.0, 70.0, 80.0, 80.0, 0.95, 1.0], // out of score order: the model's order is kept
+            [0.0; 6],                            // padding
+        ];
+        let t: Vec<f32> = rows.iter().flatten().copied().collect();
+        let layout = Layout::EndToEnd { rows: rows.len(), classes: Some(4) };
+        let mut d = Decoder::new(layout, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &identity(), &mut out);
+        let got: Vec<(usize, f32)> = out.iter().map(|x| (x.class_id, x.score)).collect();
+        assert_eq!(got, vec![(0, 0.9), (0, 0.8), (3, 0.6), (1, 0.95)]);
+        let mut d = Decoder::new(layout, DecodeOptions { max_detections: 2, ..DecodeOptions::default() });
+        d.decode(&t, &identity(), &mut out);
+        assert_eq!(out.len(), 2);
     }
 
     #[test]

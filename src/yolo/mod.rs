@@ -1,20 +1,27 @@
 //! YOLO output decoding: layout detection, thresholds, class-aware NMS, and
 //! mapping boxes back to source pixels.
 //!
-//! Two output layouts exist in the wild and both are read here:
+//! Three output layouts exist in the wild and all are read here:
 //!
 //! | family | output | per candidate |
 //! |---|---|---|
 //! | YOLOv5 (and v7) | `[1, N, 5 + C]` | `cx cy w h objectness class scores...` |
-//! | YOLOv8, YOLO11 | `[1, 4 + C, N]` | `cx cy w h class scores...` (transposed, no objectness) |
+//! | YOLOv5u, v8, v9, v10, 11, 12, YOLO26 (default export) | `[1, 4 + C, N]` | `cx cy w h class scores...` (transposed, no objectness) |
+//! | end-to-end: YOLOv10 / YOLO26 `nms=False`, any `nms=True` export | `[1, K, 6]` | `x1 y1 x2 y2 score class`, NMS (or top-k) done by the model |
+//!
+//! Which one a model has is decided once, at load ([`Layout::decide`]): from the config where it
+//! says, from the model's metadata ([`Metadata`]) where the exporter wrote it, and from the
+//! output shape otherwise; a shape that fits more than one layout is refused, never guessed.
 //!
 //! Boxes are in model-input pixels; a [`Letterbox`](crate::preprocess::Letterbox)
 //! maps them back to the frame.
 
 pub mod decode;
+pub mod metadata;
 pub mod names;
 
 pub use decode::{DecodeOptions, Decoder};
+pub use metadata::Metadata;
 pub use names::ClassNames;
 
 use std::fmt;
@@ -36,66 +43,196 @@ pub enum Layout {
         /// Number of classes.
         classes: usize,
     },
+    /// End-to-end: `[1, rows, 6]`, each row `x1 y1 x2 y2 score class` in model-input pixels,
+    /// best first, already through the model's own NMS or top-k (rows past the detections are
+    /// zero). The class count is not in the shape: it is the names' count where known.
+    EndToEnd {
+        /// Rows per image (the export's `max_det`).
+        rows: usize,
+        /// Number of classes, where the model's names (metadata or names file) tell it.
+        classes: Option<usize>,
+    },
 }
 
-/// Which layout to expect: `auto` infers it from the output shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LayoutHint {
-    /// Infer from the shape (the larger dimension holds the candidates).
-    Auto,
-    /// Force the YOLOv5 layout.
-    V5,
-    /// Force the YOLOv8/YOLO11 layout.
-    V8,
+named_enum! {
+    /// `[model] layout` and `--layout`: which layout to expect; `auto` decides from the
+    /// model's metadata and output shape ([`Layout::decide`]).
+    pub enum LayoutHint {
+        /// From the metadata where it says, else from the shape; refused when ambiguous.
+        Auto = "auto",
+        /// YOLOv5: `[1, N, 5 + C]`.
+        V5 = "v5",
+        /// YOLOv8 and later, default export: `[1, 4 + C, N]`.
+        V8 = "v8",
+        /// End-to-end: `[1, K, 6]`, `x1 y1 x2 y2 score class`.
+        EndToEnd = "end2end",
+    }
+}
+
+impl std::str::FromStr for LayoutHint {
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new("[model] layout: ", s, " is not a layout", Self::names(", "))
+        })
+    }
+}
+
+/// A layout and why it was chosen, for the log and `jetdetect check`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The layout.
+    pub layout: Layout,
+    /// Why: `[model] layout = "v8"`, `metadata end2end = True`, `output shape ...`.
+    pub why: String,
+}
+
+/// What [`Layout::decide`] knows of the model's classes, when anything: how many names, and
+/// where they came from (a names file, the metadata).
+#[derive(Clone, Copy, Debug)]
+pub struct KnownClasses<'a> {
+    /// How many classes.
+    pub count: usize,
+    /// Where the count came from, for messages.
+    pub origin: &'a str,
 }
 
 impl Layout {
-    /// Number of classes the model predicts.
-    pub fn classes(&self) -> usize {
+    /// Number of classes the model predicts, where the layout tells it.
+    pub fn classes(&self) -> Option<usize> {
         match *self {
-            Layout::V5 { classes, .. } | Layout::V8 { classes, .. } => classes,
+            Layout::V5 { classes, .. } | Layout::V8 { classes, .. } => Some(classes),
+            Layout::EndToEnd { classes, .. } => classes,
         }
     }
 
-    /// Number of candidate boxes per image.
+    /// Number of candidate boxes (end-to-end: rows) per image.
     pub fn anchors(&self) -> usize {
         match *self {
             Layout::V5 { anchors, .. } | Layout::V8 { anchors, .. } => anchors,
+            Layout::EndToEnd { rows, .. } => rows,
         }
     }
 
-    /// Works out the layout from an output shape (`[1, a, b]` or `[a, b]`).
+    /// Whether the model did its own NMS (the decoder only thresholds).
+    pub fn end_to_end(&self) -> bool {
+        matches!(self, Layout::EndToEnd { .. })
+    }
+
+    /// Works out the layout from an output shape (`[1, a, b]` or `[a, b]`) alone.
     ///
     /// Candidates always outnumber the per-candidate values (thousands against
     /// 5 + C), so the longer axis holds the candidates: `[1, 4 + C, N]` is
-    /// YOLOv8, `[1, N, 5 + C]` is YOLOv5. `hint` forces one reading.
+    /// YOLOv8, `[1, N, 5 + C]` is YOLOv5. `hint` forces one reading. A shape that fits two
+    /// layouts (`[1, 300, 6]`: end-to-end, or YOLOv5 with one class) is refused; with the
+    /// model's metadata and names, [`Layout::decide`] can tell them apart.
     pub fn detect(shape: &[usize], hint: LayoutHint) -> Result<Layout, LayoutError> {
-        let dims: Vec<usize> = match shape {
-            [1, a, b] | [a, b] => vec![*a, *b],
+        Layout::decide(shape, hint, &Metadata::default(), None).map(|d| d.layout)
+    }
+
+    /// Decides the layout, in this order:
+    /// 1. `hint` (`[model] layout`), when not `auto`: that layout, if the shape has room for it;
+    /// 2. the metadata: a `task` other than `detect` is refused; ultralytics' `end2end` or
+    ///    `args['nms']` make it end-to-end (and `end2end = False` rules that out), as
+    ///    ultralytics' `AutoBackend` decides it; an RT-DETR head is refused (its input is
+    ///    stretched, not letterboxed);
+    /// 3. the shape, with the class count where `classes` gives it (`[1, 4 + C, N]`,
+    ///    `[1, N, 5 + C]`), else the longer axis holding the candidates; `[1, K, 6]` may be
+    ///    end-to-end.
+    ///
+    /// Exactly one layout must remain: none is [`LayoutError::NoClasses`] or
+    /// [`LayoutError::Rank`], several is [`LayoutError::Ambiguous`] (naming `[model] layout`).
+    pub fn decide(
+        shape: &[usize],
+        hint: LayoutHint,
+        meta: &Metadata,
+        classes: Option<KnownClasses<'_>>,
+    ) -> Result<Decision, LayoutError> {
+        let (a, b) = match shape {
+            [1, a, b] | [a, b] => (*a, *b),
             _ => return Err(LayoutError::Rank { shape: shape.to_vec() }),
         };
-        let (a, b) = (dims[0], dims[1]);
-        let v8 = || (a > 4).then(|| Layout::V8 { anchors: b, classes: a - 4 });
-        let v5 = || (b > 5).then(|| Layout::V5 { anchors: a, classes: b - 5 });
-        let found = match hint {
-            LayoutHint::V8 => v8(),
-            LayoutHint::V5 => v5(),
-            LayoutHint::Auto if b > a => v8(),
-            LayoutHint::Auto => v5(),
+        let v8 = Layout::V8 { anchors: b, classes: a.saturating_sub(4) };
+        let v5 = Layout::V5 { anchors: a, classes: b.saturating_sub(5) };
+        let e2e = Layout::EndToEnd { rows: a, classes: classes.map(|c| c.count) };
+        let forced = match hint {
+            LayoutHint::Auto => None,
+            LayoutHint::V8 => Some((a > 4).then_some(v8)),
+            LayoutHint::V5 => Some((b > 5).then_some(v5)),
+            LayoutHint::EndToEnd => Some((b == 6).then_some(e2e)),
         };
-        found.ok_or_else(|| LayoutError::NoClasses { shape: shape.to_vec(), hint })
+        if let Some(found) = forced {
+            let layout = found.ok_or_else(|| LayoutError::NoClasses { shape: shape.to_vec(), hint })?;
+            return Ok(Decision { layout, why: format!("[model] layout = \"{hint}\"") });
+        }
+        if let Some(task) = meta.task.as_deref().filter(|t| *t != "detect") {
+            return Err(LayoutError::Task { task: task.to_string() });
+        }
+        if meta.rt_detr() {
+            return Err(LayoutError::RtDetr { shape: shape.to_vec() });
+        }
+        let end2end = meta.end_to_end();
+        let said = match (meta.end2end, meta.nms) {
+            (Some(true), _) => "metadata end2end = True",
+            (_, Some(true)) => "metadata args nms = True",
+            _ => "metadata end2end = False",
+        };
+        if end2end == Some(true) {
+            return match b == 6 {
+                true => Ok(Decision { layout: e2e, why: format!("{said}, output {shape:?}") }),
+                false => Err(LayoutError::NotEndToEnd { shape: shape.to_vec(), said }),
+            };
+        }
+        // What the shape allows, with the class count where it is known.
+        let mut fits: Vec<(Layout, String)> = Vec::new();
+        match classes {
+            Some(c) => {
+                let n = c.count;
+                if a == 4 + n {
+                    fits.push((v8, format!("output {shape:?} = [1, 4 + {n} classes ({}), N]", c.origin)));
+                }
+                if b == 5 + n {
+                    fits.push((v5, format!("output {shape:?} = [1, N, 5 + {n} classes ({})]", c.origin)));
+                }
+            }
+            None => {
+                let longer = "the longer axis holds the candidates";
+                if a > 4 && b > a {
+                    fits.push((v8, format!("output {shape:?}: {longer}")));
+                }
+                if b > 5 && a > b {
+                    fits.push((v5, format!("output {shape:?}: {longer}")));
+                }
+            }
+        }
+        if b == 6 && end2end.is_none() {
+            fits.push((e2e, format!("output {shape:?}: rows of x1 y1 x2 y2 score class")));
+        }
+        match fits.len() {
+            1 => {
+                let (layout, mut why) = fits.remove(0);
+                if end2end == Some(false) {
+                    why = format!("{why}; {said}");
+                }
+                Ok(Decision { layout, why })
+            }
+            0 => Err(LayoutError::NoClasses { shape: shape.to_vec(), hint }),
+            _ => Err(LayoutError::Ambiguous {
+                shape: shape.to_vec(),
+                candidates: fits.iter().map(|(l, _)| *l).collect(),
+            }),
+        }
     }
 }
 
-/// An output shape that is not a YOLO detection output.
+/// An output shape that is not a YOLO detection output, or not one jetdetect can tell apart.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     /// Not `[1, a, b]` or `[a, b]`.
     #[error(
-        "output shape {shape:?} is not a YOLO detection output: expected [1, N, 5+C] (YOLOv5) \
-         or [1, 4+C, N] (YOLOv8/YOLO11); segmentation, pose and end-to-end (NMS-included) \
-         exports are not supported"
+        "output shape {shape:?} is not a YOLO detection output: expected [1, N, 5+C] (YOLOv5), \
+         [1, 4+C, N] (YOLOv8 and later) or [1, K, 6] (end-to-end); segmentation, pose and \
+         classification models are not detection models"
     )]
     Rank {
         /// The shape.
@@ -103,11 +240,12 @@ pub enum LayoutError {
     },
     /// The right rank, but no room for a class in the layout read (or forced).
     #[error(
-        "output shape {shape:?} is not a YOLO detection output{}: expected [1, N, 5+C] (YOLOv5) \
-         or [1, 4+C, N] (YOLOv8/YOLO11) with at least one class",
+        "output shape {shape:?} is not a YOLO detection output{}: expected [1, N, 5+C] (YOLOv5), \
+         [1, 4+C, N] (YOLOv8 and later) with C the model's classes, or [1, K, 6] (end-to-end)",
         match hint {
-            LayoutHint::V5 => " in the YOLOv5 layout (forced by the config)",
-            LayoutHint::V8 => " in the YOLOv8 layout (forced by the config)",
+            LayoutHint::V5 => " in the YOLOv5 layout (forced by [model] layout)",
+            LayoutHint::V8 => " in the YOLOv8 layout (forced by [model] layout)",
+            LayoutHint::EndToEnd => " in the end-to-end layout (forced by [model] layout)",
             LayoutHint::Auto => "",
         }
     )]
@@ -117,6 +255,60 @@ pub enum LayoutError {
         /// The layout asked for.
         hint: LayoutHint,
     },
+    /// The shape fits several layouts and nothing in the model says which.
+    #[error(
+        "output shape {shape:?} fits {} and the model's metadata does not say which: set [model] \
+         layout to {} (or re-export with ultralytics, whose metadata says)",
+        candidates.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(" and "),
+        candidates.iter().map(|l| format!("\"{}\"", l.hint())).collect::<Vec<_>>().join(" or ")
+    )]
+    Ambiguous {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The layouts it fits.
+        candidates: Vec<Layout>,
+    },
+    /// The metadata says the model is not a detection model.
+    #[error(
+        "the model's metadata says task = {task}: jetdetect runs detection models (task = detect); \
+         export a detection model (e.g. yolo11n.pt, not yolo11n-{task}.pt)"
+    )]
+    Task {
+        /// The model's task.
+        task: String,
+    },
+    /// The metadata says end-to-end, the shape does not have 6 values per row.
+    #[error(
+        "the model's {said} (end-to-end, rows of x1 y1 x2 y2 score class) but its output is \
+         {shape:?}, not [1, K, 6]: a segmentation, pose or OBB export? jetdetect runs detection models"
+    )]
+    NotEndToEnd {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The metadata that said so.
+        said: &'static str,
+    },
+    /// RT-DETR: decoded on a stretched input, which jetdetect does not make.
+    #[error(
+        "the model's metadata says head = RTDETRDecoder (RT-DETR, output {shape:?}): RT-DETR is \
+         not supported yet (ultralytics stretches its input to the model size instead of \
+         letterboxing it, and its boxes are normalised); use a YOLO model (docs/models.md)"
+    )]
+    RtDetr {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+}
+
+impl Layout {
+    /// The `[model] layout` value that chooses this layout.
+    pub fn hint(&self) -> LayoutHint {
+        match self {
+            Layout::V5 { .. } => LayoutHint::V5,
+            Layout::V8 { .. } => LayoutHint::V8,
+            Layout::EndToEnd { .. } => LayoutHint::EndToEnd,
+        }
+    }
 }
 
 impl fmt::Display for Layout {
@@ -124,6 +316,7 @@ impl fmt::Display for Layout {
         match self {
             Layout::V5 { anchors, classes } => write!(f, "YOLOv5 [1, {anchors}, {}]", 5 + classes),
             Layout::V8 { anchors, classes } => write!(f, "YOLOv8 [1, {}, {anchors}]", 4 + classes),
+            Layout::EndToEnd { rows, .. } => write!(f, "end-to-end [1, {rows}, 6]"),
         }
     }
 }
@@ -205,7 +398,75 @@ mod tests {
             let e = Layout::detect(shape, LayoutHint::Auto).unwrap_err().to_string();
             assert!(e.contains("[1, 4+C, N]"), "{shape:?}: {e}");
         }
-        assert!(Layout::detect(&[1, 300, 6], LayoutHint::Auto).is_ok(), "v5 with one class");
+    }
+
+    fn meta(pairs: &[(&str, &str)]) -> Metadata {
+        Metadata::read(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    fn names(count: usize) -> Option<KnownClasses<'static>> {
+        Some(KnownClasses { count, origin: "model metadata" })
+    }
+
+    #[test]
+    fn an_end_to_end_shape_without_metadata_is_refused_naming_the_candidates_and_the_key() {
+        let e = Layout::detect(&[1, 300, 6], LayoutHint::Auto).unwrap_err();
+        let candidates =
+            vec![Layout::V5 { anchors: 300, classes: 1 }, Layout::EndToEnd { rows: 300, classes: None }];
+        assert_eq!(e, LayoutError::Ambiguous { shape: vec![1, 300, 6], candidates });
+        let text = e.to_string();
+        assert!(text.contains("[model] layout") && text.contains("\"v5\" or \"end2end\""), "{text}");
+        // Said by the config, either reading is taken.
+        assert_eq!(
+            Layout::detect(&[1, 300, 6], LayoutHint::EndToEnd).unwrap(),
+            Layout::EndToEnd { rows: 300, classes: None }
+        );
+        assert_eq!(
+            Layout::detect(&[1, 300, 6], LayoutHint::V5).unwrap(),
+            Layout::V5 { anchors: 300, classes: 1 }
+        );
+        assert!(Layout::detect(&[1, 84, 8400], LayoutHint::EndToEnd).is_err(), "not 6 values a row");
+    }
+
+    #[test]
+    fn the_metadata_decides_as_ultralytics_autobackend_does() {
+        let e2e = |m: &Metadata, c| Layout::decide(&[1, 300, 6], LayoutHint::Auto, m, c);
+        // end2end = True (YOLO26 / YOLOv10 nms=False), or args nms = True (an nms=True export).
+        let d = e2e(&meta(&[("task", "detect"), ("end2end", "True")]), names(80)).unwrap();
+        assert_eq!(d.layout, Layout::EndToEnd { rows: 300, classes: Some(80) });
+        assert!(d.why.contains("end2end = True"), "{}", d.why);
+        let d = e2e(&meta(&[("end2end", "False"), ("args", "{'nms': True}")]), None).unwrap();
+        assert!(d.why.contains("nms = True"), "{}", d.why);
+        // end2end = False with one class: a YOLOv5 layout, and the metadata said why.
+        let d = e2e(&meta(&[("end2end", "False")]), names(1)).unwrap();
+        assert_eq!(d.layout, Layout::V5 { anchors: 300, classes: 1 });
+        // The names' count alone: 4 classes cannot be [1, 300, 5 + 4]: end-to-end.
+        assert!(e2e(&Metadata::default(), names(4)).unwrap().layout.end_to_end());
+        // End-to-end said, another shape: a segmentation export, say.
+        let e = Layout::decide(&[1, 300, 38], LayoutHint::Auto, &meta(&[("end2end", "True")]), None);
+        assert!(matches!(e, Err(LayoutError::NotEndToEnd { .. })), "{e:?}");
+        // Not a detection model, or an RT-DETR.
+        let e = Layout::decide(&[1, 56, 8400], LayoutHint::Auto, &meta(&[("task", "pose")]), None);
+        assert!(e.unwrap_err().to_string().contains("task = pose"));
+        let e = Layout::decide(&[1, 300, 6], LayoutHint::Auto, &meta(&[("head", "RTDETRDecoder")]), None);
+        assert!(matches!(e, Err(LayoutError::RtDetr { .. })));
+    }
+
+    #[test]
+    fn the_class_count_reads_small_exports_the_longer_axis_would_misread() {
+        // 32 x 32 input: 16 + 4 + 1 = 21 candidates, fewer than 4 + 80 values each.
+        assert_eq!(
+            Layout::detect(&[1, 84, 21], LayoutHint::Auto).unwrap(),
+            Layout::V5 { anchors: 84, classes: 16 }
+        );
+        let d = Layout::decide(&[1, 84, 21], LayoutHint::Auto, &Metadata::default(), names(80)).unwrap();
+        assert_eq!(d.layout, Layout::V8 { anchors: 21, classes: 80 });
+        assert!(d.why.contains("80 classes (model metadata)"), "{}", d.why);
+        let d = Layout::decide(&[1, 25200, 85], LayoutHint::Auto, &Metadata::default(), names(80)).unwrap();
+        assert_eq!(d.layout, Layout::V5 { anchors: 25200, classes: 80 });
+        // A count that fits neither axis.
+        let e = Layout::decide(&[1, 84, 8400], LayoutHint::Auto, &Metadata::default(), names(3));
+        assert!(matches!(e, Err(LayoutError::NoClasses { .. })));
     }
 
     #[test]
