@@ -114,6 +114,19 @@ pub enum EngineError {
     Run(String),
 }
 
+/// A model whose image input is not `float32`: jetdetect writes `float32` input (and reads
+/// `float32` output). ultralytics' `quantize=16` exported on a GPU makes both `float16`; on the
+/// CPU it keeps them `float32` (`keep_io_types`) and only the weights are FP16.
+pub(crate) fn input_not_f32(path: &Path, found: &str) -> EngineError {
+    EngineError::Model(format!(
+        "{}: the model's input is {found}, not float32: jetdetect feeds float32 images. An ultralytics \
+         export with quantize=16 (half) made on a GPU has float16 input and output: export it on the CPU \
+         (device=cpu keeps float32 input and output), or export in FP32 and let TensorRT build FP16 \
+         ([engine.tensorrt] precision = \"fp16\")",
+        path.display()
+    ))
+}
+
 /// Engine options taken from the `[engine]` and `[model]` configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineOptions {

@@ -49,9 +49,20 @@ fn plan(path: &Path, model: InferenceModel, shape: [usize; 4]) -> Result<Planned
     let model = model
         .with_input_fact(0, f32::fact(shape).into())
         .map_err(|e| model_err(path, "cannot set the input shape", e))?;
-    let typed = model
-        .into_optimized()
-        .map_err(|e| model_err(path, "tract cannot optimise this model (unsupported operator?)", e))?;
+    let optimise = |e| model_err(path, "tract cannot optimise this model (unsupported operator?)", e);
+    let mut typed = model.into_typed().map_err(optimise)?;
+    // FP16 weights (ultralytics' quantize=16, exported on the CPU: float32 input and output,
+    // float16 inside) are computed in float32, as ONNX Runtime's CPU provider computes them (on
+    // x86 it has no float16 kernels and widens): in float16, tract's scores differed from
+    // ultralytics' predict by 3e-3 and moved boxes across the threshold and through NMS
+    // (tests/it/families.rs); on a CPU float32 costs nothing in speed that matters here.
+    if typed.nodes().iter().any(|n| n.outputs.iter().any(|o| o.fact.datum_type == f16::datum_type())) {
+        use tract_onnx::tract_core::{floats::FloatPrecisionTranslator, transform::ModelTransform};
+        FloatPrecisionTranslator::new(f16::datum_type(), f32::datum_type())
+            .transform(&mut typed)
+            .map_err(optimise)?;
+    }
+    let typed = typed.into_optimized().map_err(optimise)?;
     let output_shape =
         typed.output_fact(0).ok().and_then(|f| f.shape.as_concrete().map(|s| s.to_vec())).ok_or_else(
             || {
@@ -83,6 +94,19 @@ fn plan(path: &Path, model: InferenceModel, shape: [usize; 4]) -> Result<Planned
     })
 }
 
+/// The `NonMaxSuppression` node of a graph with NMS inside (ultralytics' `nms=True`), by name.
+/// tract plans such a graph but fails running it: ultralytics' NMS graph slices the kept
+/// boxes by a length that depends on the data (measured with ultralytics 8.4's export:
+/// "Invalid range 0..100 for slicing" on the first frame), so it is refused at load.
+fn nms_inside(proto: &tract_onnx::pb::ModelProto) -> Option<String> {
+    let graph = proto.graph.as_ref()?;
+    graph
+        .node
+        .iter()
+        .find(|n| n.op_type == "NonMaxSuppression")
+        .map(|n| format!("NonMaxSuppression {}", n.name))
+}
+
 impl TractEngine {
     /// Reads, optimises and plans the ONNX model at `path`.
     ///
@@ -91,8 +115,24 @@ impl TractEngine {
     /// output is the one returned by [`Engine::run`].
     pub fn load(path: &Path, options: &EngineOptions) -> Result<TractEngine, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read { path: path.into(), source })?;
-        let onnx = tract_onnx::onnx();
-        let model = onnx.model_for_read(&mut bytes.as_slice()).map_err(|e| {
+        // The shapes an exporter writes for intermediate values (`value_info`) are hints tract's
+        // own analysis does without; a dynamic export's are symbolic (`batch`, `height`) and
+        // tract, holding them against the concrete input it is given, fails to unify
+        // `Sym(batch)` with 1. Fixed and dynamic exports alike run without them.
+        let onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        let proto = onnx.proto_model_for_read(&mut bytes.as_slice()).map_err(|e| {
+            model_err(path, "not a valid ONNX model (corrupt, truncated, or another format?)", e)
+        })?;
+        if let Some(op) = nms_inside(&proto) {
+            return Err(EngineError::Model(format!(
+                "{}: the model has NMS inside ({op}: an export with nms=True), which tract cannot run \
+                 (its output length depends on the picture): use [engine] kind = \"onnxruntime\", or \
+                 re-export without it (yolo export model=... format=onnx, nms unset; or nms=False for an \
+                 NMS-free head such as YOLO26's or YOLOv10's)",
+                path.display()
+            )));
+        }
+        let model = onnx.model_for_proto_model(&proto).map_err(|e| {
             model_err(path, "not a valid ONNX model (corrupt, truncated, or another format?)", e)
         })?;
 
@@ -113,6 +153,9 @@ impl TractEngine {
             )));
         }
         let fact = model.input_fact(0).map_err(|e| model_err(path, "cannot read the input", e))?.clone();
+        if let Some(t) = fact.datum_type.concretize().filter(|t| *t != f32::datum_type()) {
+            return Err(super::input_not_f32(path, &format!("{t:?}")));
+        }
         let (dw, dh) = options.dynamic_input;
         // Open shapes (rank unknown) read as four unknown dims.
         let dims: Vec<Option<usize>> = if fact.shape.is_open() {

@@ -299,6 +299,9 @@ impl OrtEngine {
         let input = &session.inputs()[0];
         let input_name = input.name().to_string();
         let dims: Vec<i64> = match input.dtype() {
+            ValueType::Tensor { ty, .. } if *ty != ort::value::TensorElementType::Float32 => {
+                return Err(super::input_not_f32(path, &ty.to_string()));
+            }
             ValueType::Tensor { shape, .. } => shape.iter().copied().collect(),
             other => {
                 return Err(EngineError::Model(format!(
@@ -323,9 +326,9 @@ impl OrtEngine {
         let input_shape = [slots, 3, dim(2, dh as usize), dim(3, dw as usize)];
         let mut metadata = BTreeMap::new();
         if let Ok(meta) = session.metadata() {
-            for k in ["names", "stride", "imgsz", "task", "description"] {
-                if let Some(v) = meta.custom(k) {
-                    metadata.insert(k.to_string(), v);
+            for k in meta.custom_keys().unwrap_or_default() {
+                if let Some(v) = meta.custom(&k) {
+                    metadata.insert(k, v);
                 }
             }
         }
