@@ -120,6 +120,91 @@ fn missing_corrupt_and_non_yolo_models_are_clear_errors() {
     assert_clean_failure(&o, &["Cargo.toml", "not a valid ONNX model"]);
 }
 
+/// The first detection `detect` prints for `image` with `args`.
+fn first_detection(args: &[&str], image: &str) -> serde_json::Value {
+    let o = jetdetect(&[&["detect"], args, &[image]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["detections"][0].clone()
+}
+
+#[test]
+fn an_end_to_end_output_is_refused_without_metadata_and_read_right_with_it_or_the_key() {
+    // Issue 43's reproduction: a 64 x 64 model whose output is one row [8, 8, 40, 40, 0.9, 3]
+    // (x1 y1 x2 y2 score class) and 299 rows of zeros, read as YOLOv5 with one class before.
+    let image = "tests/fixtures/images/scene_480x480.png";
+    let bare = "tests/fixtures/models/one_row_e2e.onnx";
+    let o = jetdetect(&["detect", "--model", bare, image]);
+    assert_clean_failure(&o, &["one_row_e2e.onnx", "[1, 300, 6]", "[model] layout", "\"v5\" or \"end2end\""]);
+    // The 480 x 480 frame in the 64 x 64 input: gain 64/480, so (8, 8)-(40, 40) is (60, 60)-(300, 300).
+    let d = first_detection(&["--model", bare, "--layout", "end2end"], image);
+    let got = ["class_id", "x1", "y1", "x2", "y2"].map(|k| d[k].as_f64().unwrap().round());
+    assert_eq!(got, [3.0, 60.0, 60.0, 300.0, 300.0], "{d}");
+    assert!((d["score"].as_f64().unwrap() - 0.9).abs() < 1e-6, "{d}");
+    // With ultralytics' metadata (end2end True, names) it needs no key, and the class has its name.
+    let d = first_detection(&["--model", "tests/fixtures/models/one_row_e2e_meta.onnx"], image);
+    assert_eq!((d["class"].as_str(), d["x1"].as_f64().map(f64::round)), (Some("person"), Some(60.0)), "{d}");
+}
+
+#[test]
+fn a_model_with_float16_input_is_refused_saying_how_to_export_it() {
+    let o = jetdetect(&[
+        "detect",
+        "--engine",
+        "tract",
+        "--model",
+        "tests/fixtures/models/fp16_input.onnx",
+        "tests/fixtures/images/scene_480x480.png",
+    ]);
+    let needles = ["fp16_input.onnx", "not float32", "quantize=16", "device=cpu", "precision = \"fp16\""];
+    assert_clean_failure(&o, &needles);
+    if let Some(lib) = crate::onnxruntime::library() {
+        let lib = lib.to_str().unwrap();
+        let model = "tests/fixtures/models/fp16_input.onnx";
+        let args = ["--engine", "onnxruntime", "--ort-library", lib, "--providers", "cpu", "--model", model];
+        let o = jetdetect(&[&["detect"], &args[..], &["tests/fixtures/images/scene_480x480.png"]].concat());
+        assert_clean_failure(&o, &needles);
+    }
+}
+
+#[test]
+fn check_loads_the_model_and_refuses_what_run_would_refuse_with_the_same_message() {
+    let o = jetdetect(&["check", "--config", "configs/demo.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    for want in [
+        "#   input: 256x256, batch 1",
+        "#   layout: YOLOv8 [1, 7, 1344] (output [1, 7, 1344] = [1, 4 + 3 classes (model metadata), N]; \
+         metadata end2end = False)",
+        "#   classes: 3 from configs/../models/obstacles.names: box, ball, cone",
+        "#   decoding: score > 0.25, class-aware NMS at IoU 0.45, at most 100 boxes",
+    ] {
+        assert!(out.contains(want), "'{want}' not in:\n{out}");
+    }
+    // Models `run` cannot use: a text file, a classifier, an end-to-end output nothing describes.
+    for (model, why) in [
+        ("Cargo.toml", "not a valid ONNX model"),
+        ("tests/fixtures/models/not_yolo.onnx", "not a YOLO detection output"),
+        ("tests/fixtures/models/one_row_e2e.onnx", "[model] layout"),
+    ] {
+        let config = tmp(&format!("check-{}.toml", model.replace('/', "-")));
+        let text =
+            format!("[model]\npath = \"{}\"\n[engine]\nkind = \"tract\"\n", root().join(model).display());
+        std::fs::write(&config, text).unwrap();
+        let config = config.to_str().unwrap();
+        let checked = jetdetect(&["check", "--config", config, "--quiet"]);
+        assert_clean_failure(&checked, &[model.rsplit('/').next().unwrap(), why]);
+        let ran = jetdetect(&["detect", "--config", config, "tests/fixtures/images/scene_480x480.png"]);
+        let message = |o: &Output| stderr(o).lines().last().unwrap_or_default().to_string();
+        assert!(
+            message(&ran).ends_with(message(&checked).trim_start_matches("jetdetect: ")),
+            "{}\n{}",
+            stderr(&checked),
+            stderr(&ran)
+        );
+    }
+}
+
 #[test]
 fn names_that_do_not_fit_the_model_are_refused() {
     let names = tmp("two.names");
