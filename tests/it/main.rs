@@ -19,6 +19,7 @@ mod boards;
 mod cli;
 mod daemon;
 mod dla_form;
+mod families;
 mod faults;
 mod gstreamer;
 mod hazards;

@@ -14,7 +14,7 @@ use jetdetect::yolo::Detection;
 use crate::common::repo as root;
 
 /// The library, if this machine has one (ORT_DYLIB_PATH or target/ort/).
-fn library() -> Option<PathBuf> {
+pub(crate) fn library() -> Option<PathBuf> {
     let from_env = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from).filter(|p| p.exists());
     let local = root().join("target/ort/onnxruntime/capi");
     let found = from_env.or_else(|| {
