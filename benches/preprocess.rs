@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use jetdetect::frame::{Frame, PixelFormat};
-use jetdetect::preprocess::{CpuPreprocessor, Preprocessor};
+use jetdetect::preprocess::{CpuPreprocessor, Fit, Preprocessor};
 use jetdetect::source;
 
 fn frame(format: PixelFormat, w: u32, h: u32) -> Frame {
@@ -24,7 +24,9 @@ fn bench(c: &mut Criterion) {
         let f = frame(format, 640, 480);
         let mut pre = CpuPreprocessor::new();
         let mut out = vec![0f32; 3 * 640 * 640];
-        g.bench_function(format.name(), |b| b.iter(|| pre.run(&f, 640, 640, &mut out).unwrap()));
+        g.bench_function(format.name(), |b| {
+            b.iter(|| pre.run(&f, Fit::Letterbox, 640, 640, &mut out).unwrap())
+        });
     }
     g.finish();
 
@@ -35,7 +37,9 @@ fn bench(c: &mut Criterion) {
         let f = frame(format, 640, 480);
         let mut pre = CpuPreprocessor::new();
         let mut out = vec![0f32; 3 * 256 * 256];
-        g.bench_function(format.name(), |b| b.iter(|| pre.run(&f, 256, 256, &mut out).unwrap()));
+        g.bench_function(format.name(), |b| {
+            b.iter(|| pre.run(&f, Fit::Letterbox, 256, 256, &mut out).unwrap())
+        });
     }
     g.finish();
 
@@ -45,7 +49,9 @@ fn bench(c: &mut Criterion) {
         let f = frame(format, 1280, 720);
         let mut pre = CpuPreprocessor::new();
         let mut out = vec![0f32; 3 * 256 * 256];
-        g.bench_function(format.name(), |b| b.iter(|| pre.run(&f, 256, 256, &mut out).unwrap()));
+        g.bench_function(format.name(), |b| {
+            b.iter(|| pre.run(&f, Fit::Letterbox, 256, 256, &mut out).unwrap())
+        });
     }
     g.finish();
 }

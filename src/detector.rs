@@ -229,6 +229,7 @@ impl Detector {
         };
         let (w, h) = self.engine.input_size();
         let image = 3 * (w as usize) * (h as usize);
+        let fit = self.decoder.layout().fit();
         let t0 = Instant::now();
         let slots = self.engine.set_batch(n)?;
         while self.batch.len() < n {
@@ -246,7 +247,7 @@ impl Detector {
         for (i, frame) in frames.enumerate() {
             let slot = &mut input[i * image..(i + 1) * image];
             let b = &mut self.batch[i];
-            match p.run(frame, w, h, slot) {
+            match p.run(frame, fit, w, h, slot) {
                 Ok(lb) => (b.letterbox, b.failed) = (Some(lb), None),
                 Err(e) => {
                     slot.fill(0.0);
@@ -284,13 +285,15 @@ impl Detector {
         let (w, h) = self.engine.input_size();
         // One image per run (a fixed batch N runs N slots; the first is this frame).
         let slots = self.engine.set_batch(1)?;
+        // Placed as the model's authors place frames: letterboxed, or stretched for RT-DETR.
+        let fit = self.decoder.layout().fit();
         let t0 = Instant::now();
         let lb = match &mut self.preprocessing {
             Preprocessing::Host(p) => {
                 let image = 3 * (w as usize) * (h as usize);
                 let input = self.engine.input_mut();
                 let len = input.len().min(image);
-                p.run(frame, w, h, &mut input[..len])?
+                p.run(frame, fit, w, h, &mut input[..len])?
             }
             Preprocessing::Device { device, stages } => {
                 frame.check_len().map_err(PreprocessError::from)?;
@@ -298,7 +301,7 @@ impl Detector {
                 let i = match stages.iter().position(|s| s.geometry == geometry) {
                     Some(i) => i,
                     None => {
-                        let stage = build_stage(self.engine.as_mut(), *device, geometry, (w, h))?;
+                        let stage = build_stage(self.engine.as_mut(), *device, geometry, fit, (w, h))?;
                         if stages.len() == STAGES_KEPT {
                             stages.remove(0);
                         }
@@ -419,14 +422,15 @@ fn build_stage(
     engine: &mut dyn Engine,
     device: StageDevice,
     geometry: (PixelFormat, u32, u32),
+    fit: preprocess::Fit,
     (dst_w, dst_h): (u32, u32),
 ) -> Result<DeviceStage> {
     let (format, w, h) = geometry;
     // The DLA runs only convolution-shaped layers: its form of the graph gathers on the GPU and
     // does all arithmetic in DLA layers (FP16); the GPU form is one fused graph.
     let g = match device {
-        StageDevice::Dla => graph::build_dla(format, w, h, dst_w, dst_h, graph::Precision::Half),
-        _ => graph::build(format, w, h, dst_w, dst_h),
+        StageDevice::Dla => graph::build_dla(format, w, h, fit, dst_w, dst_h, graph::Precision::Half),
+        _ => graph::build(format, w, h, fit, dst_w, dst_h),
     }?;
     log::info!(
         "preprocessing on {device}: compiling the graph for {w}x{h} {format} -> {dst_w}x{dst_h} \

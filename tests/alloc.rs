@@ -11,7 +11,7 @@ use jetdetect::detector::Detector;
 use jetdetect::engine::{self, EngineOptions};
 use jetdetect::frame::Frame;
 use jetdetect::output::protocol::{write_detections, FrameReport};
-use jetdetect::preprocess::{CpuPreprocessor, Preprocessor};
+use jetdetect::preprocess::{CpuPreprocessor, Fit, Preprocessor};
 use jetdetect::source;
 use jetdetect::stats::LatencyStats;
 use jetdetect::yolo::{ClassNames, DecodeOptions, Decoder, Layout, LayoutHint};
@@ -152,7 +152,7 @@ fn steady_state_allocates_nothing_per_frame_outside_the_engine() {
             };
             run(0, &mut || assert!(src.next_frame(&mut frame).unwrap()));
             run(1, &mut || {
-                pre.run(&frame, w, h, engine.input_mut()).unwrap();
+                pre.run(&frame, Fit::Letterbox, w, h, engine.input_mut()).unwrap();
             });
             let mut output = Vec::new();
             output.extend_from_slice(engine.run().unwrap());

@@ -1,10 +1,10 @@
 //! YOLO decoding of arbitrary tensors (any bit pattern: NaN, infinities,
-//! subnormals), layouts, letterboxes and thresholds. Every detection must be
-//! finite, inside the frame, above the threshold, of a known class, and there
-//! are at most `max_detections`.
+//! subnormals), layouts (YOLOv8, YOLOv5, end-to-end, RT-DETR), letterboxes (and
+//! stretches) and thresholds. Every detection must be finite, inside the frame,
+//! above the threshold, of a known class, and there are at most `max_detections`.
 #![no_main]
 
-use jetdetect::preprocess::Letterbox;
+use jetdetect::preprocess::{Fit, Letterbox};
 use jetdetect::yolo::{DecodeOptions, Decoder, Layout};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,9 +20,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (head, body) = data.split_at(16);
-    let v8 = head[0] & 1 == 0;
+    let kind = head[0] % 4;
     let classes = 1 + (head[1] % 8) as usize;
-    let lb = Letterbox::new(
+    let fit = if head[13] & 1 == 0 { Fit::Letterbox } else { Fit::Stretch };
+    let lb = Letterbox::fit(
+        fit,
         1 + u16_at(head, 2) % 4096,
         1 + u16_at(head, 4) % 4096,
         1 + u16_at(head, 6) % 1280,
@@ -33,12 +35,21 @@ fuzz_target!(|data: &[u8]| {
     let max_detections = 1 + head[12] as usize % 300;
     let values: Vec<f32> =
         body.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    let per_anchor = if v8 { 4 + classes } else { 5 + classes };
+    let per_anchor = match kind {
+        0 => 4 + classes,
+        1 => 5 + classes,
+        _ => 6,
+    };
     let anchors = values.len() / per_anchor;
     if anchors == 0 {
         return;
     }
-    let layout = if v8 { Layout::V8 { anchors, classes } } else { Layout::V5 { anchors, classes } };
+    let layout = match kind {
+        0 => Layout::V8 { anchors, classes },
+        1 => Layout::V5 { anchors, classes },
+        2 => Layout::EndToEnd { rows: anchors, classes: Some(classes) },
+        _ => Layout::RtDetr { rows: anchors, classes: Some(classes) },
+    };
     let options = DecodeOptions { confidence, iou, max_detections, ..DecodeOptions::default() };
     let mut decoder = Decoder::new(layout, options);
     let mut out = Vec::new();

@@ -18,7 +18,7 @@
 
 use super::colour;
 use super::simd::multiversion;
-use super::{Letterbox, PreprocessError, Preprocessor, PAD_VALUE};
+use super::{Fit, Letterbox, PreprocessError, Preprocessor, PAD_VALUE};
 use crate::frame::Frame;
 
 /// Fixed-point scale of the interpolation weights (OpenCV's `INTER_RESIZE_COEF_SCALE`).
@@ -232,6 +232,7 @@ impl Preprocessor for CpuPreprocessor {
     fn run(
         &mut self,
         frame: &Frame,
+        fit: Fit,
         dst_w: u32,
         dst_h: u32,
         out: &mut [f32],
@@ -241,7 +242,7 @@ impl Preprocessor for CpuPreprocessor {
         if out.len() != need {
             return Err(PreprocessError::BadOutput { got: out.len(), need, w: dst_w, h: dst_h });
         }
-        let lb = Letterbox::new(frame.width, frame.height, dst_w, dst_h);
+        let lb = Letterbox::fit(fit, frame.width, frame.height, dst_w, dst_h);
         self.set_geometry(frame, &lb);
         pad(out, dst_w as usize, &lb);
         picture(self, frame, &lb, dst_w as usize, out);
@@ -280,7 +281,7 @@ mod tests {
         // 4x2 into 4x4: no resize, one padding row above and below.
         let frame = rgb_frame(4, 2, |x, y| [x as u8 * 10, y as u8 * 100, 7]);
         let mut out = vec![0.0; 3 * 16];
-        let lb = CpuPreprocessor::new().run(&frame, 4, 4, &mut out).unwrap();
+        let lb = CpuPreprocessor::new().run(&frame, Fit::Letterbox, 4, 4, &mut out).unwrap();
         assert_eq!((lb.top, lb.left, lb.new_w, lb.new_h), (1, 0, 4, 2));
         let at = |c: usize, x: usize, y: usize| (out[c * 16 + y * 4 + x] * 255.0).round() as u8;
         assert_eq!(at(0, 0, 0), 114);
@@ -293,7 +294,7 @@ mod tests {
     fn downscale_averages_neighbours() {
         let frame = rgb_frame(4, 4, |x, _| [if x % 2 == 0 { 0 } else { 200 }; 3]);
         let mut out = vec![0.0; 3 * 4];
-        CpuPreprocessor::new().run(&frame, 2, 2, &mut out).unwrap();
+        CpuPreprocessor::new().run(&frame, Fit::Letterbox, 2, 2, &mut out).unwrap();
         for v in &out {
             assert!((v * 255.0 - 100.0).abs() < 1e-3, "{v}");
         }
@@ -349,7 +350,7 @@ mod tests {
                 encode_rgb(&rgb, w, h, format, &mut frame.data);
                 (frame.width, frame.height, frame.format) = (w, h, format);
                 let mut out = vec![-1.0; (3 * dw * dh) as usize];
-                pre.run(&frame, dw, dh, &mut out).unwrap();
+                pre.run(&frame, Fit::Letterbox, dw, dh, &mut out).unwrap();
                 let want = reference(&frame, dw, dh);
                 let diff = out.iter().zip(&want).filter(|(a, b)| a != b).count();
                 assert_eq!(diff, 0, "{format} {w}x{h} -> {dw}x{dh}: {diff} values differ");
@@ -361,10 +362,10 @@ mod tests {
     fn bad_frames_and_tensors_are_errors() {
         let mut frame = rgb_frame(4, 4, |_, _| [0; 3]);
         let mut p = CpuPreprocessor::new();
-        let e = p.run(&frame, 4, 4, &mut [0.0; 5]).unwrap_err().to_string();
+        let e = p.run(&frame, Fit::Letterbox, 4, 4, &mut [0.0; 5]).unwrap_err().to_string();
         assert!(e.contains("needs 48"), "{e}");
         frame.data.truncate(10);
-        let e = p.run(&frame, 4, 4, &mut [0.0; 48]).unwrap_err().to_string();
+        let e = p.run(&frame, Fit::Letterbox, 4, 4, &mut [0.0; 48]).unwrap_err().to_string();
         assert!(e.contains("needs 48 bytes, got 10"), "{e}");
     }
 }

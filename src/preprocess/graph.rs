@@ -23,7 +23,7 @@
 use prost::Message;
 use tract_onnx::pb;
 
-use super::{cpu, Letterbox, PAD_VALUE};
+use super::{cpu, Fit, Letterbox, PAD_VALUE};
 use crate::frame::PixelFormat;
 
 /// ONNX opset the graph is written for (Unsqueeze/Slice/Pad with tensor inputs).
@@ -104,13 +104,14 @@ pub fn build(
     format: PixelFormat,
     width: u32,
     height: u32,
+    fit: Fit,
     dst_w: u32,
     dst_h: u32,
 ) -> Result<PreprocessGraph, GraphError> {
     if format.frame_len(width, height).is_none() || dst_w == 0 || dst_h == 0 {
         return Err(GraphError::Geometry { format, width, height, dst: (dst_w, dst_h) });
     }
-    let lb = Letterbox::new(width, height, dst_w, dst_h);
+    let lb = Letterbox::fit(fit, width, height, dst_w, dst_h);
     let mut g = Graph::default();
     let shape = input_shape(format, width, height);
     let (w, h) = (width as i64, height as i64);
@@ -277,6 +278,7 @@ pub fn build_dla(
     format: PixelFormat,
     width: u32,
     height: u32,
+    fit: Fit,
     dst_w: u32,
     dst_h: u32,
     precision: Precision,
@@ -285,7 +287,7 @@ pub fn build_dla(
     if format.frame_len(width, height).is_none() || dst_w == 0 || dst_h == 0 {
         return Err(GraphError::Geometry { format, width, height, dst: (dst_w, dst_h) });
     }
-    let lb = Letterbox::new(width, height, dst_w, dst_h);
+    let lb = Letterbox::fit(fit, width, height, dst_w, dst_h);
     let (Some(rows), Some(cols)) = (FixedAxis::new(height, lb.new_h), FixedAxis::new(width, lb.new_w)) else {
         return Err(GraphError::DlaResize {
             width,
@@ -845,12 +847,12 @@ mod tests {
     }
 
     /// Largest difference between the graph and the CPU path, in levels, and how many values differ.
-    fn compare(format: PixelFormat, w: u32, h: u32, dw: u32, dh: u32) -> (f32, usize) {
+    fn compare(format: PixelFormat, w: u32, h: u32, fit: Fit, dw: u32, dh: u32) -> (f32, usize) {
         let f = frame(format, w, h, w * 31 + h);
-        let g = build(format, w, h, dw, dh).unwrap();
+        let g = build(format, w, h, fit, dw, dh).unwrap();
         let got = run_graph(&g, &f);
         let mut want = vec![0.0; 3 * (dw * dh) as usize];
-        let lb = CpuPreprocessor::new().run(&f, dw, dh, &mut want).unwrap();
+        let lb = CpuPreprocessor::new().run(&f, fit, dw, dh, &mut want).unwrap();
         assert_eq!(lb, g.letterbox);
         let mut worst = 0f32;
         let mut differ = 0;
@@ -869,28 +871,34 @@ mod tests {
             for (w, h, dw, dh) in
                 [(64, 48, 32, 32), (40, 30, 96, 80), (48, 36, 48, 48), (50, 24, 37, 29), (640, 480, 256, 256)]
             {
-                let (worst, differ) = compare(format, w, h, dw, dh);
-                assert!(worst <= 1.0 + 1e-3, "{format} {w}x{h}->{dw}x{dh}: off by {worst} levels");
-                assert!(differ * 1000 <= (3 * dw * dh) as usize, "{format}: {differ} values differ");
+                // Stretched too (RT-DETR's fit), whose two axes scale apart.
+                for fit in Fit::ALL.iter().copied() {
+                    let (worst, differ) = compare(format, w, h, fit, dw, dh);
+                    assert!(worst <= 1.0 + 1e-3, "{format} {w}x{h}->{dw}x{dh} {fit}: off by {worst} levels");
+                    assert!(
+                        differ * 1000 <= (3 * dw * dh) as usize,
+                        "{format} {fit}: {differ} values differ"
+                    );
+                }
             }
         }
     }
 
     #[test]
     fn geometry_the_format_cannot_have_is_refused() {
-        let e = build(PixelFormat::Nv12, 63, 48, 32, 32).unwrap_err().to_string();
+        let e = build(PixelFormat::Nv12, 63, 48, Fit::Letterbox, 32, 32).unwrap_err().to_string();
         assert!(e.contains("even width"), "{e}");
-        assert!(build(PixelFormat::Rgb24, 64, 48, 0, 32).is_err());
+        assert!(build(PixelFormat::Rgb24, 64, 48, Fit::Letterbox, 0, 32).is_err());
     }
 
     /// The DLA form against the CPU path: (largest difference in levels, share of values
     /// more than one level off).
     fn compare_dla(format: PixelFormat, w: u32, h: u32, dw: u32, dh: u32, p: Precision) -> (f32, f64) {
         let f = frame(format, w, h, w * 17 + h);
-        let g = build_dla(format, w, h, dw, dh, p).unwrap();
+        let g = build_dla(format, w, h, Fit::Letterbox, dw, dh, p).unwrap();
         let got = run_graph(&g, &f);
         let mut want = vec![0.0; 3 * (dw * dh) as usize];
-        let lb = CpuPreprocessor::new().run(&f, dw, dh, &mut want).unwrap();
+        let lb = CpuPreprocessor::new().run(&f, Fit::Letterbox, dw, dh, &mut want).unwrap();
         assert_eq!(lb, g.letterbox);
         let mut worst = 0f32;
         let mut off = 0;
@@ -930,12 +938,14 @@ mod tests {
     #[test]
     fn dla_form_refuses_a_resize_no_fixed_convolution_does() {
         // 50x24 into 37x29: 37x18, weights change from column to column.
-        let e = build_dla(PixelFormat::Yuyv, 50, 24, 37, 29, Precision::Half).unwrap_err().to_string();
+        let e = build_dla(PixelFormat::Yuyv, 50, 24, Fit::Letterbox, 37, 29, Precision::Half)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no fixed DLA convolution") && e.contains("device = \"gpu\""), "{e}");
         assert!(e.contains("74x36"), "names a size that works: {e}");
         // Growing does not take one weight pair either.
-        assert!(build_dla(PixelFormat::Rgb24, 16, 12, 32, 32, Precision::Half).is_err());
-        assert!(build_dla(PixelFormat::Nv12, 63, 48, 32, 32, Precision::Half)
+        assert!(build_dla(PixelFormat::Rgb24, 16, 12, Fit::Letterbox, 32, 32, Precision::Half).is_err());
+        assert!(build_dla(PixelFormat::Nv12, 63, 48, Fit::Letterbox, 32, 32, Precision::Half)
             .unwrap_err()
             .to_string()
             .contains("even width"));
@@ -949,7 +959,7 @@ mod tests {
             for (w, h, dw, dh, yuv_layers) in
                 [(1280, 720, 640, 640, 5), (1920, 1080, 640, 640, 4), (640, 480, 640, 640, 4)]
             {
-                let g = build_dla(format, w, h, dw, dh, Precision::Half).unwrap();
+                let g = build_dla(format, w, h, Fit::Letterbox, dw, dh, Precision::Half).unwrap();
                 let model = pb::ModelProto::decode(g.onnx.as_slice()).unwrap();
                 for trt in TensorRt::TABLES {
                     for soc in [Soc::Xavier, Soc::Orin] {
@@ -989,7 +999,7 @@ mod tests {
     #[test]
     fn the_gpu_form_is_not_a_dla_graph() {
         use crate::engine::dla::{place, Placement, Soc, TensorRt};
-        let g = build(PixelFormat::Yuyv, 1280, 720, 640, 640).unwrap();
+        let g = build(PixelFormat::Yuyv, 1280, 720, Fit::Letterbox, 640, 640).unwrap();
         let model = pb::ModelProto::decode(g.onnx.as_slice()).unwrap();
         let placed = place(&model, TensorRt::parse("8.5.2").unwrap(), Soc::Orin);
         assert!(placed.iter().all(|n| n.placement != Placement::Dla), "{placed:?}");
@@ -1003,7 +1013,7 @@ mod tests {
 
     #[test]
     fn interface_shapes() {
-        let g = build(PixelFormat::Yuyv, 640, 480, 256, 256).unwrap();
+        let g = build(PixelFormat::Yuyv, 640, 480, Fit::Letterbox, 256, 256).unwrap();
         assert_eq!(g.input_shape, vec![480, 1280]);
         assert_eq!(g.output_shape, [1, 3, 256, 256]);
         assert_eq!(input_shape(PixelFormat::Nv12, 640, 480), vec![720, 640]);

@@ -26,6 +26,13 @@ named_enum! {
     }
 }
 
+impl std::str::FromStr for Fit {
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| crate::named::UnknownName::new("fit: ", s, "", Self::names(", ")))
+    }
+}
+
 impl std::str::FromStr for Device {
     type Err = crate::named::UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -43,6 +50,19 @@ impl std::str::FromStr for Device {
 /// Grey used for the letterbox borders, as in ultralytics (114 of 255).
 pub const PAD_VALUE: u8 = 114;
 
+named_enum! {
+    /// How a frame is fitted into the model input: as the model's authors fitted it when they
+    /// validated it (the layout decides: [`crate::yolo::Layout::fit`]).
+    pub enum Fit {
+        /// Scaled to fit with its aspect ratio kept, centred, the rest grey: ultralytics'
+        /// `LetterBox` for YOLO models.
+        Letterbox = "letterbox",
+        /// Scaled to the input's width and height, each axis on its own, no border: ultralytics'
+        /// `LetterBox(scale_fill=True)`, which its RT-DETR predictor uses.
+        Stretch = "stretch",
+    }
+}
+
 /// How a source frame was placed into the model input, so that boxes can be
 /// mapped back. Same arithmetic as ultralytics' `LetterBox` + `scale_boxes`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,8 +75,11 @@ pub struct Letterbox {
     pub dst_w: u32,
     /// Model input height.
     pub dst_h: u32,
-    /// Gain from source to model pixels: `min(dst_w / src_w, dst_h / src_h)`.
-    pub scale: f32,
+    /// Horizontal gain from source to model pixels: `min(dst_w / src_w, dst_h / src_h)` for a
+    /// letterbox, `dst_w / src_w` stretched.
+    pub scale_x: f32,
+    /// Vertical gain: the same as `scale_x` for a letterbox, `dst_h / src_h` stretched.
+    pub scale_y: f32,
     /// Width of the resized frame inside the input.
     pub new_w: u32,
     /// Height of the resized frame inside the input.
@@ -78,13 +101,38 @@ impl Letterbox {
         let dh = (dst_h - new_h) as f32 / 2.0;
         let left = (dw - 0.1).round_ties_even().max(0.0) as u32;
         let top = (dh - 0.1).round_ties_even().max(0.0) as u32;
-        Letterbox { src_w, src_h, dst_w, dst_h, scale, new_w, new_h, left, top }
+        Letterbox { src_w, src_h, dst_w, dst_h, scale_x: scale, scale_y: scale, new_w, new_h, left, top }
+    }
+
+    /// Stretches a `src_w` x `src_h` frame over a `dst_w` x `dst_h` input.
+    pub fn stretched(src_w: u32, src_h: u32, dst_w: u32, dst_h: u32) -> Letterbox {
+        let (scale_x, scale_y) = (dst_w as f32 / src_w as f32, dst_h as f32 / src_h as f32);
+        Letterbox {
+            src_w,
+            src_h,
+            dst_w,
+            dst_h,
+            scale_x,
+            scale_y,
+            new_w: dst_w,
+            new_h: dst_h,
+            left: 0,
+            top: 0,
+        }
+    }
+
+    /// Places a frame as `fit` says.
+    pub fn fit(fit: Fit, src_w: u32, src_h: u32, dst_w: u32, dst_h: u32) -> Letterbox {
+        match fit {
+            Fit::Letterbox => Letterbox::new(src_w, src_h, dst_w, dst_h),
+            Fit::Stretch => Letterbox::stretched(src_w, src_h, dst_w, dst_h),
+        }
     }
 
     /// Maps a point in model-input pixels back to source pixels, clipped to the frame.
     pub fn to_source(&self, x: f32, y: f32) -> (f32, f32) {
-        let sx = (x - self.left as f32) / self.scale;
-        let sy = (y - self.top as f32) / self.scale;
+        let sx = (x - self.left as f32) / self.scale_x;
+        let sy = (y - self.top as f32) / self.scale_y;
         (sx.clamp(0.0, self.src_w as f32), sy.clamp(0.0, self.src_h as f32))
     }
 }
@@ -111,11 +159,12 @@ pub enum PreprocessError {
 
 /// Turns frames into model input tensors.
 pub trait Preprocessor: Send {
-    /// Writes `frame` letterboxed into `out` (`3 * dst_w * dst_h` values, NCHW)
+    /// Writes `frame`, placed as `fit` says, into `out` (`3 * dst_w * dst_h` values, NCHW)
     /// and returns the placement.
     fn run(
         &mut self,
         frame: &Frame,
+        fit: Fit,
         dst_w: u32,
         dst_h: u32,
         out: &mut [f32],
@@ -140,6 +189,16 @@ mod tests {
         // Upscaling is allowed, as in ultralytics' default.
         let lb = Letterbox::new(160, 120, 320, 320);
         assert_eq!((lb.new_w, lb.new_h, lb.top), (320, 240, 40));
+    }
+
+    #[test]
+    fn a_stretched_frame_fills_the_input_and_maps_back_per_axis() {
+        // ultralytics' LetterBox(scale_fill=True): 640x480 -> 320x320, gains 0.5 and 2/3, no border.
+        let lb = Letterbox::fit(Fit::Stretch, 640, 480, 320, 320);
+        assert_eq!((lb.new_w, lb.new_h, lb.left, lb.top), (320, 320, 0, 0));
+        assert_eq!(lb.to_source(160.0, 160.0), (320.0, 240.0));
+        assert_eq!(lb.to_source(32.0, 32.0), (64.0, 48.0));
+        assert_eq!(Letterbox::fit(Fit::Letterbox, 640, 480, 320, 320), Letterbox::new(640, 480, 320, 320));
     }
 
     #[test]

@@ -73,10 +73,18 @@ impl Decoder {
     /// `output` must hold exactly one image's tensor for this decoder's layout.
     pub fn decode(&mut self, output: &[f32], letterbox: &Letterbox, detections: &mut Vec<Detection>) {
         detections.clear();
-        if let Layout::EndToEnd { rows, classes } = self.layout {
-            debug_assert_eq!(output.len(), rows * 6);
-            self.end_to_end(output, classes, letterbox, detections);
-            return;
+        match self.layout {
+            Layout::EndToEnd { rows, classes } => {
+                debug_assert_eq!(output.len(), rows * 6);
+                self.end_to_end(output, classes, Corners::Pixels, letterbox, detections);
+                return;
+            }
+            Layout::RtDetr { rows, classes } => {
+                debug_assert_eq!(output.len(), rows * 6);
+                self.end_to_end(output, classes, Corners::NormalisedCentre, letterbox, detections);
+                return;
+            }
+            Layout::V5 { .. } | Layout::V8 { .. } => {}
         }
         self.candidates.clear();
         let conf = self.options.confidence;
@@ -106,7 +114,7 @@ impl Decoder {
                     }
                 }
             }
-            Layout::EndToEnd { .. } => unreachable!("decoded above"),
+            Layout::EndToEnd { .. } | Layout::RtDetr { .. } => unreachable!("decoded above"),
             Layout::V5 { .. } => {
                 let stride = 5 + classes;
                 debug_assert_eq!(output.len(), anchors * stride);
@@ -166,8 +174,19 @@ impl Decoder {
     }
 }
 
+/// How an end-to-end row's four box values read.
+#[derive(Clone, Copy)]
+enum Corners {
+    /// `x1 y1 x2 y2` in input pixels (YOLO end-to-end heads, `nms=True` exports).
+    Pixels,
+    /// `cx cy w h` as fractions of the input (RT-DETR): ultralytics' `RTDETRPredictor` turns them
+    /// into corners (`xywh2xyxy`) and multiplies by the frame's size, which over a stretched input
+    /// is the input's size mapped back.
+    NormalisedCentre,
+}
+
 impl Decoder {
-    /// End-to-end rows `x1 y1 x2 y2 score class`: thresholded, in the model's order, at most
+    /// End-to-end rows `<box> score class`: thresholded, in the model's order, at most
     /// `max_detections`. A row whose class is not a whole number from 0 (below the class count,
     /// where it is known) or whose box is not finite is no detection: an engine that overflowed
     /// (FP16) or a model that is not end-to-end after all.
@@ -175,9 +194,11 @@ impl Decoder {
         &self,
         output: &[f32],
         classes: Option<usize>,
+        corners: Corners,
         letterbox: &Letterbox,
         detections: &mut Vec<Detection>,
     ) {
+        let (w, h) = (letterbox.dst_w as f32, letterbox.dst_h as f32);
         let limit = classes.unwrap_or(1 << 24);
         for row in output.chunks_exact(6) {
             let (score, class) = (row[4], row[5]);
@@ -187,8 +208,15 @@ impl Decoder {
             if !confident || !class_id || !row[..4].iter().all(|v| v.is_finite()) {
                 continue;
             }
-            let (x1, y1) = letterbox.to_source(row[0], row[1]);
-            let (x2, y2) = letterbox.to_source(row[2], row[3]);
+            let b = match corners {
+                Corners::Pixels => [row[0], row[1], row[2], row[3]],
+                Corners::NormalisedCentre => {
+                    let (cx, cy, bw, bh) = (row[0] * w, row[1] * h, row[2] * w, row[3] * h);
+                    [cx - bw / 2.0, cy - bh / 2.0, cx + bw / 2.0, cy + bh / 2.0]
+                }
+            };
+            let (x1, y1) = letterbox.to_source(b[0], b[1]);
+            let (x2, y2) = letterbox.to_source(b[2], b[3]);
             detections.push(Detection { class_id: class as usize, score, x1, y1, x2, y2 });
             if detections.len() >= self.options.max_detections {
                 break;
@@ -336,6 +364,20 @@ mod tests {
         let mut d = Decoder::new(layout, DecodeOptions { max_detections: 2, ..DecodeOptions::default() });
         d.decode(&t, &identity(), &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn rt_detr_rows_are_normalised_centres_mapped_through_the_stretch() {
+        // A 640x320 frame stretched over a 160x160 input: a box at the input's centre, half its
+        // width and a quarter of its height, is (160, 120)-(480, 200) in the frame.
+        let t = [[0.5, 0.5, 0.5, 0.25, 0.8, 2.0], [0.1, 0.1, 0.1, 0.1, 0.2, 1.0]].concat();
+        let mut d = Decoder::new(Layout::RtDetr { rows: 2, classes: Some(4) }, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &Letterbox::stretched(640, 320, 160, 160), &mut out);
+        assert_eq!(
+            out,
+            vec![Detection { class_id: 2, score: 0.8, x1: 160.0, y1: 120.0, x2: 480.0, y2: 200.0 }]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! | YOLOv5 (and v7) | `[1, N, 5 + C]` | `cx cy w h objectness class scores...` |
 //! | YOLOv5u, v8, v9, v10, 11, 12, YOLO26 (default export) | `[1, 4 + C, N]` | `cx cy w h class scores...` (transposed, no objectness) |
 //! | end-to-end: YOLOv10 / YOLO26 `nms=False`, any `nms=True` export | `[1, K, 6]` | `x1 y1 x2 y2 score class`, NMS (or top-k) done by the model |
+//! | RT-DETR (ultralytics 8.4 and later) | `[1, K, 6]` | `cx cy w h score class`, the box normalised to the input, top-k done by the model; the input stretched, not letterboxed |
 //!
 //! Which one a model has is decided once, at load ([`Layout::decide`]): from the config where it
 //! says, from the model's metadata ([`Metadata`]) where the exporter wrote it, and from the
@@ -25,6 +26,8 @@ pub use metadata::Metadata;
 pub use names::ClassNames;
 
 use std::fmt;
+
+use crate::preprocess::Fit;
 
 /// How candidates are laid out in the model's output tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +55,15 @@ pub enum Layout {
         /// Number of classes, where the model's names (metadata or names file) tell it.
         classes: Option<usize>,
     },
+    /// RT-DETR as ultralytics exports it since 8.4: `[1, rows, 6]`, each row `cx cy w h score
+    /// class` with the box normalised to the input (0..1), best first (the decoder head's top-k).
+    /// Its input is stretched ([`Fit::Stretch`]), as ultralytics' RT-DETR predictor does.
+    RtDetr {
+        /// Rows per image (the export's `max_det`).
+        rows: usize,
+        /// Number of classes, where the model's names tell it.
+        classes: Option<usize>,
+    },
 }
 
 named_enum! {
@@ -66,6 +78,8 @@ named_enum! {
         V8 = "v8",
         /// End-to-end: `[1, K, 6]`, `x1 y1 x2 y2 score class`.
         EndToEnd = "end2end",
+        /// RT-DETR: `[1, K, 6]`, `cx cy w h score class` normalised, on a stretched input.
+        RtDetr = "rtdetr",
     }
 }
 
@@ -102,7 +116,7 @@ impl Layout {
     pub fn classes(&self) -> Option<usize> {
         match *self {
             Layout::V5 { classes, .. } | Layout::V8 { classes, .. } => Some(classes),
-            Layout::EndToEnd { classes, .. } => classes,
+            Layout::EndToEnd { classes, .. } | Layout::RtDetr { classes, .. } => classes,
         }
     }
 
@@ -110,13 +124,22 @@ impl Layout {
     pub fn anchors(&self) -> usize {
         match *self {
             Layout::V5 { anchors, .. } | Layout::V8 { anchors, .. } => anchors,
-            Layout::EndToEnd { rows, .. } => rows,
+            Layout::EndToEnd { rows, .. } | Layout::RtDetr { rows, .. } => rows,
         }
     }
 
-    /// Whether the model did its own NMS (the decoder only thresholds).
+    /// Whether the model did its own NMS or top-k (the decoder only thresholds).
     pub fn end_to_end(&self) -> bool {
-        matches!(self, Layout::EndToEnd { .. })
+        matches!(self, Layout::EndToEnd { .. } | Layout::RtDetr { .. })
+    }
+
+    /// How frames are fitted into the input for this layout: as the model's authors fit them
+    /// (ultralytics: letterbox for YOLO, stretched for RT-DETR, `RTDETRPredictor.scale_fill`).
+    pub fn fit(&self) -> Fit {
+        match self {
+            Layout::RtDetr { .. } => Fit::Stretch,
+            _ => Fit::Letterbox,
+        }
     }
 
     /// Works out the layout from an output shape (`[1, a, b]` or `[a, b]`) alone.
@@ -134,8 +157,8 @@ impl Layout {
     /// 1. `hint` (`[model] layout`), when not `auto`: that layout, if the shape has room for it;
     /// 2. the metadata: a `task` other than `detect` is refused; ultralytics' `end2end` or
     ///    `args['nms']` make it end-to-end (and `end2end = False` rules that out), as
-    ///    ultralytics' `AutoBackend` decides it; an RT-DETR head is refused (its input is
-    ///    stretched, not letterboxed);
+    ///    ultralytics' `AutoBackend` decides it; an RT-DETR head (`head = RTDETRDecoder`) is
+    ///    RT-DETR, as ultralytics' `RTDETR` class decides it;
     /// 3. the shape, with the class count where `classes` gives it (`[1, 4 + C, N]`,
     ///    `[1, N, 5 + C]`), else the longer axis holding the candidates; `[1, K, 6]` may be
     ///    end-to-end.
@@ -155,11 +178,13 @@ impl Layout {
         let v8 = Layout::V8 { anchors: b, classes: a.saturating_sub(4) };
         let v5 = Layout::V5 { anchors: a, classes: b.saturating_sub(5) };
         let e2e = Layout::EndToEnd { rows: a, classes: classes.map(|c| c.count) };
+        let rt_detr = Layout::RtDetr { rows: a, classes: classes.map(|c| c.count) };
         let forced = match hint {
             LayoutHint::Auto => None,
             LayoutHint::V8 => Some((a > 4).then_some(v8)),
             LayoutHint::V5 => Some((b > 5).then_some(v5)),
             LayoutHint::EndToEnd => Some((b == 6).then_some(e2e)),
+            LayoutHint::RtDetr => Some((b == 6).then_some(rt_detr)),
         };
         if let Some(found) = forced {
             let layout = found.ok_or_else(|| LayoutError::NoClasses { shape: shape.to_vec(), hint })?;
@@ -169,7 +194,13 @@ impl Layout {
             return Err(LayoutError::Task { task: task.to_string() });
         }
         if meta.rt_detr() {
-            return Err(LayoutError::RtDetr { shape: shape.to_vec() });
+            return match b == 6 {
+                true => Ok(Decision {
+                    layout: rt_detr,
+                    why: format!("metadata head = RTDETRDecoder, output {shape:?}"),
+                }),
+                false => Err(LayoutError::RtDetr { shape: shape.to_vec() }),
+            };
         }
         let end2end = meta.end_to_end();
         let said = match (meta.end2end, meta.nms) {
@@ -246,6 +277,7 @@ pub enum LayoutError {
             LayoutHint::V5 => " in the YOLOv5 layout (forced by [model] layout)",
             LayoutHint::V8 => " in the YOLOv8 layout (forced by [model] layout)",
             LayoutHint::EndToEnd => " in the end-to-end layout (forced by [model] layout)",
+            LayoutHint::RtDetr => " in the RT-DETR layout (forced by [model] layout)",
             LayoutHint::Auto => "",
         }
     )]
@@ -288,11 +320,13 @@ pub enum LayoutError {
         /// The metadata that said so.
         said: &'static str,
     },
-    /// RT-DETR: decoded on a stretched input, which jetdetect does not make.
+    /// An RT-DETR export from before ultralytics 8.4 (`[1, 300, 4 + C]`: boxes and every
+    /// class's score), whose decoding jetdetect does not have.
     #[error(
-        "the model's metadata says head = RTDETRDecoder (RT-DETR, output {shape:?}): RT-DETR is \
-         not supported yet (ultralytics stretches its input to the model size instead of \
-         letterboxing it, and its boxes are normalised); use a YOLO model (docs/models.md)"
+        "the model's metadata says head = RTDETRDecoder (RT-DETR) but its output is {shape:?}, not \
+         [1, 300, 6]: an export from ultralytics before 8.4? Re-export it with ultralytics 8.4 or \
+         later (yolo export model=rtdetr-l.pt format=onnx), whose RT-DETR head gives rows of \
+         cx cy w h score class"
     )]
     RtDetr {
         /// The shape.
@@ -307,6 +341,7 @@ impl Layout {
             Layout::V5 { .. } => LayoutHint::V5,
             Layout::V8 { .. } => LayoutHint::V8,
             Layout::EndToEnd { .. } => LayoutHint::EndToEnd,
+            Layout::RtDetr { .. } => LayoutHint::RtDetr,
         }
     }
 }
@@ -317,6 +352,7 @@ impl fmt::Display for Layout {
             Layout::V5 { anchors, classes } => write!(f, "YOLOv5 [1, {anchors}, {}]", 5 + classes),
             Layout::V8 { anchors, classes } => write!(f, "YOLOv8 [1, {}, {anchors}]", 4 + classes),
             Layout::EndToEnd { rows, .. } => write!(f, "end-to-end [1, {rows}, 6]"),
+            Layout::RtDetr { rows, .. } => write!(f, "RT-DETR [1, {rows}, 6]"),
         }
     }
 }
@@ -448,8 +484,15 @@ mod tests {
         // Not a detection model, or an RT-DETR.
         let e = Layout::decide(&[1, 56, 8400], LayoutHint::Auto, &meta(&[("task", "pose")]), None);
         assert!(e.unwrap_err().to_string().contains("task = pose"));
-        let e = Layout::decide(&[1, 300, 6], LayoutHint::Auto, &meta(&[("head", "RTDETRDecoder")]), None);
-        assert!(matches!(e, Err(LayoutError::RtDetr { .. })));
+        let rt = meta(&[("head", "RTDETRDecoder"), ("end2end", "False")]);
+        let d = Layout::decide(&[1, 300, 6], LayoutHint::Auto, &rt, names(80)).unwrap();
+        assert_eq!(
+            (d.layout, d.layout.fit()),
+            (Layout::RtDetr { rows: 300, classes: Some(80) }, Fit::Stretch)
+        );
+        // Before ultralytics 8.4, RT-DETR gave every class's score.
+        let e = Layout::decide(&[1, 300, 84], LayoutHint::Auto, &rt, names(80));
+        assert!(matches!(e, Err(LayoutError::RtDetr { .. })), "{e:?}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use jetdetect::engine::tract::TractEngine;
 use jetdetect::engine::EngineOptions;
 use jetdetect::frame::{Frame, PixelFormat};
 use jetdetect::preprocess::graph::{build_dla, Precision};
-use jetdetect::preprocess::{CpuPreprocessor, Letterbox, PreprocessError, Preprocessor};
+use jetdetect::preprocess::{CpuPreprocessor, Fit, Letterbox, PreprocessError, Preprocessor};
 use jetdetect::source;
 use jetdetect::yolo::{DecodeOptions, Detection, LayoutHint};
 use tract_onnx::prelude::*;
@@ -31,13 +31,14 @@ impl Preprocessor for DlaForm {
     fn run(
         &mut self,
         frame: &Frame,
+        fit: Fit,
         dst_w: u32,
         dst_h: u32,
         out: &mut [f32],
     ) -> Result<Letterbox, PreprocessError> {
         let geometry = (frame.format, frame.width, frame.height);
         if self.plan.as_ref().is_none_or(|p| p.geometry != geometry) {
-            let g = build_dla(frame.format, frame.width, frame.height, dst_w, dst_h, Precision::Half)
+            let g = build_dla(frame.format, frame.width, frame.height, fit, dst_w, dst_h, Precision::Half)
                 .unwrap_or_else(|e| panic!("{e}"));
             let model = tract_onnx::onnx()
                 .model_for_read(&mut g.onnx.as_slice())
@@ -114,6 +115,8 @@ fn detections_through_the_fp16_dla_form_are_the_cpu_paths() {
 #[test]
 fn a_frame_size_the_dla_form_cannot_take_is_an_error_naming_one_it_can() {
     // 640x480 into 256x256 shrinks by 2.5.
-    let e = build_dla(PixelFormat::Yuyv, 640, 480, 256, 256, Precision::Half).unwrap_err().to_string();
+    let e = build_dla(PixelFormat::Yuyv, 640, 480, Fit::Letterbox, 256, 256, Precision::Half)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("256x192") && e.contains("512x384") && e.contains("device = \"gpu\""), "{e}");
 }

@@ -185,7 +185,7 @@ fn identity_model(w: usize, h: usize) -> PathBuf {
 fn preprocessing_graph_in_onnxruntime_equals_cpu_preprocessing() {
     use jetdetect::engine::{self, EngineOptions, StageDevice};
     use jetdetect::frame::PixelFormat;
-    use jetdetect::preprocess::{graph, CpuPreprocessor, Preprocessor};
+    use jetdetect::preprocess::{graph, CpuPreprocessor, Fit, Preprocessor};
     let Some(lib) = library() else { return };
     let (dw, dh) = (256u32, 256u32);
     let options = EngineOptions { ort_library: Some(lib.clone()), ..EngineOptions::default() };
@@ -201,13 +201,13 @@ fn preprocessing_graph_in_onnxruntime_equals_cpu_preprocessing() {
         for (w, h) in [(640, 480), (160, 90), (302, 212)] {
             let uri = format!("synthetic://?width={w}&height={h}&fps=0&format={format}&seed=3&frames=2");
             let mut src = source::open(&uri).unwrap();
-            let g = graph::build(format, w, h, dw, dh).unwrap();
+            let g = graph::build(format, w, h, Fit::Letterbox, dw, dh).unwrap();
             let mut stage = engine.input_stage(&g.onnx, &g.input_shape, StageDevice::Gpu).unwrap();
             assert!(stage.describe().contains("cpu"), "{}", stage.describe());
             while src.next_frame(&mut frame).unwrap() {
                 stage.run(&frame.data).unwrap();
                 let got = engine.run().unwrap().to_vec();
-                let lb = cpu.run(&frame, dw, dh, &mut want).unwrap();
+                let lb = cpu.run(&frame, Fit::Letterbox, dw, dh, &mut want).unwrap();
                 assert_eq!(lb, g.letterbox);
                 let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
                 assert!(worst <= 1.0 / 255.0 + 1e-6, "{format} {w}x{h}: off by {} levels", worst * 255.0);

@@ -5,7 +5,7 @@
 use jetdetect::config::Config;
 use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
-use jetdetect::preprocess::{CpuPreprocessor, Letterbox, Preprocessor};
+use jetdetect::preprocess::{CpuPreprocessor, Fit, Letterbox, Preprocessor};
 use jetdetect::source::{self, file::load_image};
 use jetdetect::yolo::{DecodeOptions, Decoder, Detection, Layout, LayoutHint};
 use serde_json::Value;
@@ -94,7 +94,7 @@ fn letterbox_matches_ultralytics_within_one_level() {
         let (w, h) = want.dimensions();
         let frame = load_fixture(&name);
         let mut out = vec![0f32; (3 * w * h) as usize];
-        pre.run(&frame, w, h, &mut out).unwrap();
+        pre.run(&frame, Fit::Letterbox, w, h, &mut out).unwrap();
         let plane = (w * h) as usize;
         let mut worst = 0f32;
         for (i, px) in want.pixels().enumerate() {
