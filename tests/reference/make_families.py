@@ -12,7 +12,10 @@ exporter (its default opset, 18 with torch 2.15), in the forms users make today:
   * `nms=False` on the NMS-free heads (YOLOv10, YOLO26): end-to-end, `[1, 300, 6]`;
   * `nms=True` (NMS inside the graph, thresholds baked in): `[1, 100, 6]`;
   * `dynamic=True`: symbolic batch, height and width;
-  * `quantize=16` (FP16 weights; exported on the CPU, so input and output stay FP32).
+  * `quantize=16` (FP16 weights; exported on the CPU, so input and output stay FP32);
+
+and RT-DETR (`rtdetr-l.yaml`, narrowed: `[1, 300, 6]`, normalised `cx cy w h score class`, its input
+stretched by ultralytics' predictor instead of letterboxed).
 
 The weights are ultralytics' random initialisation (nothing is downloaded or trained), with the class
 branch's spread and bias set so that at least 3 % of the candidates pass the 0.25 threshold on every
@@ -34,7 +37,7 @@ os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="yolo-cfg-"))
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
-from ultralytics import YOLO, __version__  # noqa: E402
+from ultralytics import RTDETR, YOLO, __version__  # noqa: E402
 from ultralytics.utils import ROOT as UL_ROOT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +66,9 @@ FAMILIES = {  # name: (yaml under cfg/models, scale key, width divisor, max chan
     "yolo11": ("11/yolo11.yaml", "n", 2, 1024),
     "yolo12": ("12/yolo12.yaml", "n", 1, 512),
     "yolo26": ("26/yolo26.yaml", "n", 2, 1024),
+    # RT-DETR's HGNet blocks and decoder take their widths from their arguments, not the scale:
+    # rtdetr_yaml() narrows them.
+    "rtdetr": ("rt-detr/rtdetr-l.yaml", "l", 8, 1024),
 }
 # (family, export name, export arguments)
 EXPORTS = [(f, "default", {}) for f in FAMILIES] + [
@@ -72,24 +78,44 @@ EXPORTS = [(f, "default", {}) for f in FAMILIES] + [
     ("yolo11", "dynamic", {"dynamic": True}),
     ("yolo11", "fp16", {"quantize": 16}),
     ("yolo26", "e2e-dynamic", {"nms": False, "dynamic": True}),
+    ("rtdetr", "default", {}),
 ]
 
 
-def build(family: str, work: Path) -> YOLO:
+def rtdetr_yaml(cfg: dict, divisor: int) -> dict:
+    """rtdetr-l.yaml narrowed: HGNet's stem and blocks, the encoder's feed-forward and the decoder
+    (hidden 64, 4 heads, 2 layers, feed-forward 256) by hand, the rest by the width multiple."""
+    depth, width, max_channels = cfg["scales"]["l"]
+    cfg["scales"] = {"l": [0.33, width / divisor, max_channels]}
+    for layer in cfg["backbone"]:
+        if layer[2] in ("HGStem", "HGBlock"):
+            layer[3][0] //= divisor
+            layer[3][1] //= divisor
+    for layer in cfg["head"]:
+        if layer[2] == "AIFI":
+            layer[3] = [1024 // divisor, 4]
+        if layer[2] == "RTDETRDecoder":
+            layer[3] = ["nc", 64, 300, 4, 4, 2, 256]
+    return cfg
+
+
+def build(family: str, work: Path):
     """The family's network from ultralytics' own yaml at its smallest scale, made narrower where its
     blocks allow (FAMILIES), with four classes."""
     rel, scale, divisor, max_channels = FAMILIES[family]
     cfg = yaml.safe_load((UL_ROOT / "cfg" / "models" / rel).read_text())
     cfg["nc"] = len(NAMES)
     stem = Path(rel).stem
-    if scale:  # yolov8.yaml is built as yolov8n.yaml: ultralytics reads the scale from the name
+    if family == "rtdetr":
+        cfg = rtdetr_yaml(cfg, divisor)
+    elif scale:  # yolov8.yaml is built as yolov8n.yaml: ultralytics reads the scale from the name
         depth, width, _ = cfg["scales"][scale]
         cfg["scales"] = {scale: [depth, width / divisor, max_channels]}
         stem = stem if stem.endswith(scale) else stem + scale
     path = work / f"{stem}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     torch.manual_seed(0)
-    model = YOLO(str(path), task="detect")
+    model = RTDETR(str(path)) if family == "rtdetr" else YOLO(str(path), task="detect")
     model.model.names = dict(NAMES)
     return model
 
@@ -155,6 +181,8 @@ def calibrate(model: YOLO) -> float:
     with torch.no_grad():
         net(x)
     net.eval()
+    if type(head).__name__ == "RTDETRDecoder":
+        return calibrate_rtdetr(net, head, x)
     end2end = getattr(head, "end2end", False)
     if end2end:
         head.end2end = False  # the one-to-many branch is what runs; the one-to-one gets the same
@@ -187,13 +215,43 @@ def calibrate(model: YOLO) -> float:
     return hi
 
 
+def calibrate_rtdetr(net, head, x) -> float:
+    """RT-DETR's version of calibrate(): the last decoder layer's class scores (`dec_score_head`)
+    spread and biased like a YOLO head's class branch. The batch norms are done already."""
+    score = head.dec_score_head[-1]
+    outs = []
+    hook = score.register_forward_hook(lambda m, i, o: outs.append(o - m.bias))
+    with torch.no_grad():
+        net(x)
+    hook.remove()
+    o = outs[-1]
+    k = 1.0 / max(float(o.std(dim=(0, 1)).mean()), 1e-6)
+    score.weight.data *= k
+    centred = -k * o.mean(dim=(0, 1))
+
+    def passing(bias: float) -> float:
+        score.bias.data = centred + bias
+        with torch.no_grad():
+            y = net(x[::2])
+        y = y[0] if isinstance(y, (tuple, list)) else y
+        return float((y[..., 4] > CONF).float().mean(1).min())
+
+    lo, hi = -20.0, 20.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if passing(mid) < 0.03 else (lo, mid)
+    passing(hi)
+    return hi
+
+
 def predict(path: Path, image: Path):
     # `rect=False`: on a dynamic export, predict's default letterboxes each image to the smallest
     # multiple of the stride that holds it (160 x 128 for a landscape image), a different input for
     # every shape of image; jetdetect runs the fixed [model] input size, as a fixed export does and
     # as predict does with rect=False. On a fixed export rect changes nothing.
-    r = YOLO(str(path), task="detect").predict(str(image), imgsz=IMGSZ, conf=CONF, iou=IOU, max_det=MAX_DET,
-                                             rect=False, device="cpu", verbose=False)[0]
+    model = RTDETR(str(path)) if path.name.startswith("rtdetr") else YOLO(str(path), task="detect")
+    r = model.predict(str(image), imgsz=IMGSZ, conf=CONF, iou=IOU, max_det=MAX_DET, rect=False, device="cpu",
+                      verbose=False)[0]
     b = r.boxes
     return [{"class_id": int(c), "score": float(s), "x1": float(x[0]), "y1": float(x[1]), "x2": float(x[2]),
              "y2": float(x[3])} for x, s, c in zip(b.xyxy.numpy(), b.conf.numpy(), b.cls.numpy())]
@@ -214,7 +272,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for family, form, args in EXPORTS:
             work = Path(tmp) / f"{family}-{form}"
-            work.mkdir()
+            work.mkdir(exist_ok=True)
             if family not in models:
                 models[family] = build(family, work)
                 bias = calibrate(models[family])
