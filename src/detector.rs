@@ -157,7 +157,10 @@ impl Detector {
             }
             other => other.map_err(layout_err)?,
         };
-        let mut layout = decision.layout;
+        // An end-to-end layout's class count is the metadata's, where it has names: a row of
+        // another class is an engine's garbage and dropped. A names file does not set it: a row
+        // past the file's names is still an obstacle, reported as `class<N>`.
+        let layout = decision.layout;
         let from_metadata = meta.names.filter(|m| layout.classes().is_none_or(|c| c == m.len()));
         let names = match (names, layout.classes()) {
             (Some(n), Some(classes)) if n.len() != classes => {
@@ -174,9 +177,6 @@ impl Detector {
             // End-to-end without names anywhere: the class ids are read as they come.
             (None, None) => from_metadata.unwrap_or_else(|| ClassNames::numbered(0)),
         };
-        if let Layout::EndToEnd { classes: classes @ None, .. } = &mut layout {
-            *classes = (!names.is_empty()).then_some(names.len());
-        }
         Ok(Detector {
             engine,
             preprocessing: Preprocessing::Host(preprocessor),

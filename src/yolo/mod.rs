@@ -52,7 +52,7 @@ pub enum Layout {
     EndToEnd {
         /// Rows per image (the export's `max_det`).
         rows: usize,
-        /// Number of classes, where the model's names (metadata or names file) tell it.
+        /// Number of classes, where the model's metadata names them.
         classes: Option<usize>,
     },
     /// RT-DETR as ultralytics exports it since 8.4: `[1, rows, 6]`, each row `cx cy w h score
@@ -61,7 +61,7 @@ pub enum Layout {
     RtDetr {
         /// Rows per image (the export's `max_det`).
         rows: usize,
-        /// Number of classes, where the model's names tell it.
+        /// Number of classes, where the model's metadata names them.
         classes: Option<usize>,
     },
 }
@@ -101,8 +101,8 @@ pub struct Decision {
     pub why: String,
 }
 
-/// What [`Layout::decide`] knows of the model's classes, when anything: how many names, and
-/// where they came from (a names file, the metadata).
+/// What [`Layout::decide`] knows of the model's classes, when anything: how many its metadata
+/// names, and where that came from (for messages).
 #[derive(Clone, Copy, Debug)]
 pub struct KnownClasses<'a> {
     /// How many classes.

@@ -141,6 +141,12 @@ fn an_end_to_end_output_is_refused_without_metadata_and_read_right_with_it_or_th
     let got = ["class_id", "x1", "y1", "x2", "y2"].map(|k| d[k].as_f64().unwrap().round());
     assert_eq!(got, [3.0, 60.0, 60.0, 300.0, 300.0], "{d}");
     assert!((d["score"].as_f64().unwrap() - 0.9).abs() < 1e-6, "{d}");
+    // A names file names the classes it lists; a row of a class past them is still reported.
+    let names = tmp("e2e-two.names");
+    std::fs::write(&names, "box\nball\n").unwrap();
+    let d =
+        first_detection(&["--model", bare, "--layout", "end2end", "--names", names.to_str().unwrap()], image);
+    assert_eq!((d["class_id"].as_u64(), d["class"].as_str()), (Some(3), Some("class3")), "{d}");
     // With ultralytics' metadata (end2end True, names) it needs no key, and the class has its name.
     let d = first_detection(&["--model", "tests/fixtures/models/one_row_e2e_meta.onnx"], image);
     assert_eq!((d["class"].as_str(), d["x1"].as_f64().map(f64::round)), (Some("person"), Some(60.0)), "{d}");
