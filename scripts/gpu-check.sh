@@ -5,6 +5,10 @@
 #
 #   scripts/gpu-check.sh            # everything, ~2-5 min (TensorRT builds twice, cold)
 #   FRAMES=100 scripts/gpu-check.sh # fewer timed frames
+#   MODEL=tests/reference/families/yolo26-e2e.onnx scripts/gpu-check.sh
+#                                   # an end-to-end head (its TopK and gathers) under TensorRT;
+#                                   # rtdetr-default.onnx there for RT-DETR (GridSample, stretched
+#                                   # input), yolov8-nms.onnx for NMS inside the graph (docs/models.md)
 #
 # Needs: the onnxruntime-gpu wheel and the TensorRT wheels in the python3 this finds
 # (`pip install onnxruntime-gpu tensorrt-cu12`; their CUDA/cuDNN libraries come as
