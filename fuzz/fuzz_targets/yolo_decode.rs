@@ -1,5 +1,5 @@
 //! YOLO decoding of arbitrary tensors (any bit pattern: NaN, infinities,
-//! subnormals), layouts (YOLOv8, YOLOv5, end-to-end, RT-DETR), letterboxes (and
+//! subnormals), layouts (YOLOv8, YOLOv5, end-to-end, both RT-DETR forms), letterboxes (and
 //! stretches) and thresholds. Every detection must be finite, inside the frame,
 //! above the threshold, of a known class, and there are at most `max_detections`.
 #![no_main]
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (head, body) = data.split_at(16);
-    let kind = head[0] % 4;
+    let kind = head[0] % 5;
     let classes = 1 + (head[1] % 8) as usize;
     let fit = if head[13] & 1 == 0 { Fit::Letterbox } else { Fit::Stretch };
     let lb = Letterbox::fit(
@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
     let values: Vec<f32> =
         body.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let per_anchor = match kind {
-        0 => 4 + classes,
+        0 | 4 => 4 + classes,
         1 => 5 + classes,
         _ => 6,
     };
@@ -48,7 +48,8 @@ fuzz_target!(|data: &[u8]| {
         0 => Layout::V8 { anchors, classes },
         1 => Layout::V5 { anchors, classes },
         2 => Layout::EndToEnd { rows: anchors, classes: Some(classes) },
-        _ => Layout::RtDetr { rows: anchors, classes: Some(classes) },
+        3 => Layout::RtDetr { rows: anchors, classes: Some(classes) },
+        _ => Layout::RtDetrScores { queries: anchors, classes },
     };
     let options = DecodeOptions { confidence, iou, max_detections, ..DecodeOptions::default() };
     let mut decoder = Decoder::new(layout, options);

@@ -84,6 +84,11 @@ impl Decoder {
                 self.end_to_end(output, classes, Corners::NormalisedCentre, letterbox, detections);
                 return;
             }
+            Layout::RtDetrScores { queries, classes } => {
+                debug_assert_eq!(output.len(), queries * (4 + classes));
+                self.rt_detr_scores(output, classes, letterbox, detections);
+                return;
+            }
             Layout::V5 { .. } | Layout::V8 { .. } => {}
         }
         self.candidates.clear();
@@ -114,7 +119,9 @@ impl Decoder {
                     }
                 }
             }
-            Layout::EndToEnd { .. } | Layout::RtDetr { .. } => unreachable!("decoded above"),
+            Layout::EndToEnd { .. } | Layout::RtDetr { .. } | Layout::RtDetrScores { .. } => {
+                unreachable!("decoded above")
+            }
             Layout::V5 { .. } => {
                 let stride = 5 + classes;
                 debug_assert_eq!(output.len(), anchors * stride);
@@ -218,6 +225,44 @@ impl Decoder {
             let (x1, y1) = letterbox.to_source(b[0], b[1]);
             let (x2, y2) = letterbox.to_source(b[2], b[3]);
             detections.push(Detection { class_id: class as usize, score, x1, y1, x2, y2 });
+            if detections.len() >= self.options.max_detections {
+                break;
+            }
+        }
+    }
+}
+
+impl Decoder {
+    /// RT-DETR before ultralytics 8.4: one row per query, `cx cy w h` normalised and every
+    /// class's score, read as its `RTDETRPredictor.postprocess` read them (`xywh2xyxy`, the best
+    /// class by `max`, kept above `conf`, in query order, times the frame's width and height):
+    /// the first best class on a tie; at most `max_detections`.
+    fn rt_detr_scores(
+        &self,
+        output: &[f32],
+        classes: usize,
+        letterbox: &Letterbox,
+        detections: &mut Vec<Detection>,
+    ) {
+        let (w, h) = (letterbox.dst_w as f32, letterbox.dst_h as f32);
+        for row in output.chunks_exact(4 + classes) {
+            let mut best = (f32::NEG_INFINITY, 0);
+            for (k, &s) in row[4..].iter().enumerate() {
+                if s > best.0 {
+                    best = (s, k);
+                }
+            }
+            let (score, class_id) = best;
+            if !(score > self.options.confidence
+                && score.is_finite()
+                && row[..4].iter().all(|v| v.is_finite()))
+            {
+                continue;
+            }
+            let (cx, cy, bw, bh) = (row[0] * w, row[1] * h, row[2] * w, row[3] * h);
+            let (x1, y1) = letterbox.to_source(cx - bw / 2.0, cy - bh / 2.0);
+            let (x2, y2) = letterbox.to_source(cx + bw / 2.0, cy + bh / 2.0);
+            detections.push(Detection { class_id, score, x1, y1, x2, y2 });
             if detections.len() >= self.options.max_detections {
                 break;
             }
@@ -377,6 +422,19 @@ mod tests {
         assert_eq!(
             out,
             vec![Detection { class_id: 2, score: 0.8, x1: 160.0, y1: 120.0, x2: 480.0, y2: 200.0 }]
+        );
+    }
+
+    #[test]
+    fn rt_detr_before_8_4_takes_the_best_class_of_each_query_in_order() {
+        // Two queries, three classes: the first's best is class 2 (0.7); the second's 0.2 is too low.
+        let t = [[0.5, 0.5, 0.5, 0.25, 0.1, 0.3, 0.7], [0.1, 0.1, 0.1, 0.1, 0.2, 0.1, 0.0]].concat();
+        let mut d = Decoder::new(Layout::RtDetrScores { queries: 2, classes: 3 }, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &Letterbox::stretched(640, 320, 160, 160), &mut out);
+        assert_eq!(
+            out,
+            vec![Detection { class_id: 2, score: 0.7, x1: 160.0, y1: 120.0, x2: 480.0, y2: 200.0 }]
         );
     }
 

@@ -37,6 +37,8 @@ pub struct Metadata {
     pub stride: Option<u32>,
     /// `version` of the exporter (ultralytics' release).
     pub version: Option<String>,
+    /// `description`: ultralytics writes `Ultralytics <model yaml's name> model trained on ...`.
+    pub description: Option<String>,
 }
 
 impl Metadata {
@@ -55,6 +57,7 @@ impl Metadata {
             batch: get("batch").and_then(|v| v.parse().ok()),
             stride: get("stride").and_then(|v| v.parse().ok()),
             version: get("version").map(String::from),
+            description: get("description").map(String::from),
         }
     }
 
@@ -69,9 +72,18 @@ impl Metadata {
         }
     }
 
-    /// Whether the metadata says this is an RT-DETR model (`head = RTDETRDecoder`).
+    /// Whether the metadata says this is an RT-DETR model: `head = RTDETRDecoder` (ultralytics
+    /// 8.4 and later), or, where no `head` is written (before 8.4), a description naming an
+    /// RT-DETR model definition (`Ultralytics rtdetr-l model ...`, from the yaml's name).
     pub fn rt_detr(&self) -> bool {
-        self.head.as_deref() == Some("RTDETRDecoder")
+        match (&self.head, &self.description) {
+            (Some(head), _) => head == "RTDETRDecoder",
+            (None, Some(d)) => {
+                let d = d.to_ascii_lowercase();
+                d.contains("rtdetr") || d.contains("rt-detr")
+            }
+            (None, None) => false,
+        }
     }
 }
 
@@ -150,5 +162,10 @@ mod tests {
         assert_eq!(imgsz("[1, 2, 3]"), None);
         assert_eq!(dict_value("{'nms': None}", "nms").and_then(python_bool), None);
         assert!(Metadata::read(&props(&[("head", "RTDETRDecoder")])).rt_detr());
+        // Before 8.4 no head was written; the description names the model's yaml.
+        let old = |d: &str| Metadata::read(&props(&[("description", d)])).rt_detr();
+        assert!(old("Ultralytics rtdetr-l model trained on coco.yaml"));
+        assert!(!old("Ultralytics YOLOv8n model trained on coco.yaml"));
+        assert!(!Metadata::read(&props(&[("head", "Detect"), ("description", "rtdetr-l")])).rt_detr());
     }
 }

@@ -9,6 +9,7 @@
 //! | YOLOv5u, v8, v9, v10, 11, 12, YOLO26 (default export) | `[1, 4 + C, N]` | `cx cy w h class scores...` (transposed, no objectness) |
 //! | end-to-end: YOLOv10 / YOLO26 `nms=False`, any `nms=True` export | `[1, K, 6]` | `x1 y1 x2 y2 score class`, NMS (or top-k) done by the model |
 //! | RT-DETR (ultralytics 8.4 and later) | `[1, K, 6]` | `cx cy w h score class`, the box normalised to the input, top-k done by the model; the input stretched, not letterboxed |
+//! | RT-DETR (ultralytics before 8.4) | `[1, Q, 4 + C]` | `cx cy w h class scores...`, normalised, one row per query; the input stretched |
 //!
 //! Which one a model has is decided once, at load ([`Layout::decide`]): from the config where it
 //! says, from the model's metadata ([`Metadata`]) where the exporter wrote it, and from the
@@ -64,6 +65,16 @@ pub enum Layout {
         /// Number of classes, where the model's metadata names them.
         classes: Option<usize>,
     },
+    /// RT-DETR as ultralytics exported it before 8.4: `[1, queries, 4 + classes]`, each row
+    /// `cx cy w h` normalised to the input and every class's score, in query order. Decoded as
+    /// its `RTDETRPredictor.postprocess` did: the best class, above the threshold, in order, the
+    /// box times the frame's size; the input stretched.
+    RtDetrScores {
+        /// Queries per image.
+        queries: usize,
+        /// Number of classes.
+        classes: usize,
+    },
 }
 
 named_enum! {
@@ -117,6 +128,7 @@ impl Layout {
         match *self {
             Layout::V5 { classes, .. } | Layout::V8 { classes, .. } => Some(classes),
             Layout::EndToEnd { classes, .. } | Layout::RtDetr { classes, .. } => classes,
+            Layout::RtDetrScores { classes, .. } => Some(classes),
         }
     }
 
@@ -125,19 +137,20 @@ impl Layout {
         match *self {
             Layout::V5 { anchors, .. } | Layout::V8 { anchors, .. } => anchors,
             Layout::EndToEnd { rows, .. } | Layout::RtDetr { rows, .. } => rows,
+            Layout::RtDetrScores { queries, .. } => queries,
         }
     }
 
     /// Whether the model did its own NMS or top-k (the decoder only thresholds).
     pub fn end_to_end(&self) -> bool {
-        matches!(self, Layout::EndToEnd { .. } | Layout::RtDetr { .. })
+        matches!(self, Layout::EndToEnd { .. } | Layout::RtDetr { .. } | Layout::RtDetrScores { .. })
     }
 
     /// How frames are fitted into the input for this layout: as the model's authors fit them
     /// (ultralytics: letterbox for YOLO, stretched for RT-DETR, `RTDETRPredictor.scale_fill`).
     pub fn fit(&self) -> Fit {
         match self {
-            Layout::RtDetr { .. } => Fit::Stretch,
+            Layout::RtDetr { .. } | Layout::RtDetrScores { .. } => Fit::Stretch,
             _ => Fit::Letterbox,
         }
     }
@@ -179,12 +192,14 @@ impl Layout {
         let v5 = Layout::V5 { anchors: a, classes: b.saturating_sub(5) };
         let e2e = Layout::EndToEnd { rows: a, classes: classes.map(|c| c.count) };
         let rt_detr = Layout::RtDetr { rows: a, classes: classes.map(|c| c.count) };
+        let rt_detr_scores = Layout::RtDetrScores { queries: a, classes: b.saturating_sub(4) };
         let forced = match hint {
             LayoutHint::Auto => None,
             LayoutHint::V8 => Some((a > 4).then_some(v8)),
             LayoutHint::V5 => Some((b > 5).then_some(v5)),
             LayoutHint::EndToEnd => Some((b == 6).then_some(e2e)),
-            LayoutHint::RtDetr => Some((b == 6).then_some(rt_detr)),
+            LayoutHint::RtDetr if b == 6 => Some(Some(rt_detr)),
+            LayoutHint::RtDetr => Some((b > 4).then_some(rt_detr_scores)),
         };
         if let Some(found) = forced {
             let layout = found.ok_or_else(|| LayoutError::NoClasses { shape: shape.to_vec(), hint })?;
@@ -194,12 +209,15 @@ impl Layout {
             return Err(LayoutError::Task { task: task.to_string() });
         }
         if meta.rt_detr() {
-            return match b == 6 {
-                true => Ok(Decision {
-                    layout: rt_detr,
-                    why: format!("metadata head = RTDETRDecoder, output {shape:?}"),
+            // 8.4 writes the head and exports the top-k rows; before, no head, every class's score.
+            let fits = |c: usize| classes.is_none_or(|k| k.count == c);
+            return match (meta.head.is_some(), b) {
+                (true, 6) => Ok(Decision { layout: rt_detr, why: format!("metadata head = RTDETRDecoder, output {shape:?}") }),
+                (false, b) if b > 4 && fits(b - 4) => Ok(Decision {
+                    layout: rt_detr_scores,
+                    why: format!("metadata description names RT-DETR, no head (before ultralytics 8.4), output {shape:?}"),
                 }),
-                false => Err(LayoutError::RtDetr { shape: shape.to_vec() }),
+                _ => Err(LayoutError::RtDetr { shape: shape.to_vec() }),
             };
         }
         let end2end = meta.end_to_end();
@@ -320,13 +338,11 @@ pub enum LayoutError {
         /// The metadata that said so.
         said: &'static str,
     },
-    /// An RT-DETR export from before ultralytics 8.4 (`[1, 300, 4 + C]`: boxes and every
-    /// class's score), whose decoding jetdetect does not have.
+    /// An RT-DETR output that is neither form ultralytics exports.
     #[error(
-        "the model's metadata says head = RTDETRDecoder (RT-DETR) but its output is {shape:?}, not \
-         [1, 300, 6]: an export from ultralytics before 8.4? Re-export it with ultralytics 8.4 or \
-         later (yolo export model=rtdetr-l.pt format=onnx), whose RT-DETR head gives rows of \
-         cx cy w h score class"
+        "the model's metadata says it is RT-DETR but its output is {shape:?}: expected [1, K, 6] \
+         (ultralytics 8.4 and later, which write head = RTDETRDecoder) or [1, Q, 4 + C] with C the \
+         model's classes (before 8.4); re-export it (yolo export model=rtdetr-l.pt format=onnx)"
     )]
     RtDetr {
         /// The shape.
@@ -341,7 +357,7 @@ impl Layout {
             Layout::V5 { .. } => LayoutHint::V5,
             Layout::V8 { .. } => LayoutHint::V8,
             Layout::EndToEnd { .. } => LayoutHint::EndToEnd,
-            Layout::RtDetr { .. } => LayoutHint::RtDetr,
+            Layout::RtDetr { .. } | Layout::RtDetrScores { .. } => LayoutHint::RtDetr,
         }
     }
 }
@@ -353,6 +369,9 @@ impl fmt::Display for Layout {
             Layout::V8 { anchors, classes } => write!(f, "YOLOv8 [1, {}, {anchors}]", 4 + classes),
             Layout::EndToEnd { rows, .. } => write!(f, "end-to-end [1, {rows}, 6]"),
             Layout::RtDetr { rows, .. } => write!(f, "RT-DETR [1, {rows}, 6]"),
+            Layout::RtDetrScores { queries, classes } => {
+                write!(f, "RT-DETR before ultralytics 8.4 [1, {queries}, {}]", 4 + classes)
+            }
         }
     }
 }
@@ -490,9 +509,21 @@ mod tests {
             (d.layout, d.layout.fit()),
             (Layout::RtDetr { rows: 300, classes: Some(80) }, Fit::Stretch)
         );
-        // Before ultralytics 8.4, RT-DETR gave every class's score.
+        // An 8.4 head with another shape is no RT-DETR output jetdetect knows.
         let e = Layout::decide(&[1, 300, 84], LayoutHint::Auto, &rt, names(80));
         assert!(matches!(e, Err(LayoutError::RtDetr { .. })), "{e:?}");
+        // Before ultralytics 8.4: no head, the description names rtdetr-l, every class's score.
+        let old =
+            meta(&[("task", "detect"), ("description", "Ultralytics rtdetr-l model trained on coco.yaml")]);
+        let d = Layout::decide(&[1, 300, 84], LayoutHint::Auto, &old, names(80)).unwrap();
+        assert_eq!(
+            (d.layout, d.layout.fit()),
+            (Layout::RtDetrScores { queries: 300, classes: 80 }, Fit::Stretch)
+        );
+        assert!(
+            Layout::decide(&[1, 300, 84], LayoutHint::Auto, &old, names(3)).is_err(),
+            "80 scores, 3 names"
+        );
     }
 
     #[test]
