@@ -34,6 +34,23 @@ impl Default for DecodeOptions {
     }
 }
 
+/// A box `cx cy w h` as corners `[x1, y1, x2, y2]` (ultralytics' `xywh2xyxy`).
+fn xyxy(cx: f32, cy: f32, w: f32, h: f32) -> [f32; 4] {
+    [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0]
+}
+
+/// The best of a candidate's class scores and its class: the first of equal scores, never NaN
+/// (`(-inf, 0)` when every score is NaN).
+fn best_class(scores: &[f32]) -> (f32, usize) {
+    let mut best = (f32::NEG_INFINITY, 0);
+    for (k, &s) in scores.iter().enumerate() {
+        if s > best.0 {
+            best = (s, k);
+        }
+    }
+    best
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
     score: f32,
@@ -95,8 +112,6 @@ impl Decoder {
         let conf = self.options.confidence;
         let classes = self.layout.classes().unwrap_or(0);
         let anchors = self.layout.anchors();
-        let xyxy =
-            |cx: f32, cy: f32, w: f32, h: f32| [cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0];
         match self.layout {
             Layout::V8 { .. } => {
                 debug_assert_eq!(output.len(), anchors * (4 + classes));
@@ -130,12 +145,7 @@ impl Decoder {
                     if obj <= conf {
                         continue;
                     }
-                    let mut best = (f32::NEG_INFINITY, 0);
-                    for (k, &s) in c[5..].iter().enumerate() {
-                        if s > best.0 {
-                            best = (s, k);
-                        }
-                    }
+                    let best = best_class(&c[5..]);
                     let score = obj * best.0;
                     if score > conf {
                         self.candidates.push(Candidate {
@@ -217,10 +227,7 @@ impl Decoder {
             }
             let b = match corners {
                 Corners::Pixels => [row[0], row[1], row[2], row[3]],
-                Corners::NormalisedCentre => {
-                    let (cx, cy, bw, bh) = (row[0] * w, row[1] * h, row[2] * w, row[3] * h);
-                    [cx - bw / 2.0, cy - bh / 2.0, cx + bw / 2.0, cy + bh / 2.0]
-                }
+                Corners::NormalisedCentre => xyxy(row[0] * w, row[1] * h, row[2] * w, row[3] * h),
             };
             let (x1, y1) = letterbox.to_source(b[0], b[1]);
             let (x2, y2) = letterbox.to_source(b[2], b[3]);
@@ -246,22 +253,16 @@ impl Decoder {
     ) {
         let (w, h) = (letterbox.dst_w as f32, letterbox.dst_h as f32);
         for row in output.chunks_exact(4 + classes) {
-            let mut best = (f32::NEG_INFINITY, 0);
-            for (k, &s) in row[4..].iter().enumerate() {
-                if s > best.0 {
-                    best = (s, k);
-                }
-            }
-            let (score, class_id) = best;
+            let (score, class_id) = best_class(&row[4..]);
             if !(score > self.options.confidence
                 && score.is_finite()
                 && row[..4].iter().all(|v| v.is_finite()))
             {
                 continue;
             }
-            let (cx, cy, bw, bh) = (row[0] * w, row[1] * h, row[2] * w, row[3] * h);
-            let (x1, y1) = letterbox.to_source(cx - bw / 2.0, cy - bh / 2.0);
-            let (x2, y2) = letterbox.to_source(cx + bw / 2.0, cy + bh / 2.0);
+            let b = xyxy(row[0] * w, row[1] * h, row[2] * w, row[3] * h);
+            let (x1, y1) = letterbox.to_source(b[0], b[1]);
+            let (x2, y2) = letterbox.to_source(b[2], b[3]);
             detections.push(Detection { class_id, score, x1, y1, x2, y2 });
             if detections.len() >= self.options.max_detections {
                 break;
