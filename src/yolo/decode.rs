@@ -222,13 +222,18 @@ impl Decoder {
             // `score > conf` is false for NaN too.
             let confident = score > self.options.confidence && score.is_finite();
             let class_id = class >= 0.0 && class.fract() == 0.0 && (class as usize) < limit;
-            if !confident || !class_id || !row[..4].iter().all(|v| v.is_finite()) {
+            if !confident || !class_id {
                 continue;
             }
             let b = match corners {
                 Corners::Pixels => [row[0], row[1], row[2], row[3]],
                 Corners::NormalisedCentre => xyxy(row[0] * w, row[1] * h, row[2] * w, row[3] * h),
             };
+            // Checked after scaling: a finite value times the input size can overflow, and
+            // infinity minus infinity is NaN, which no clipping makes a coordinate.
+            if !b.iter().all(|v| v.is_finite()) {
+                continue;
+            }
             let (x1, y1) = letterbox.to_source(b[0], b[1]);
             let (x2, y2) = letterbox.to_source(b[2], b[3]);
             detections.push(Detection { class_id: class as usize, score, x1, y1, x2, y2 });
@@ -254,13 +259,13 @@ impl Decoder {
         let (w, h) = (letterbox.dst_w as f32, letterbox.dst_h as f32);
         for row in output.chunks_exact(4 + classes) {
             let (score, class_id) = best_class(&row[4..]);
-            if !(score > self.options.confidence
-                && score.is_finite()
-                && row[..4].iter().all(|v| v.is_finite()))
-            {
+            if !(score > self.options.confidence && score.is_finite()) {
                 continue;
             }
             let b = xyxy(row[0] * w, row[1] * h, row[2] * w, row[3] * h);
+            if !b.iter().all(|v| v.is_finite()) {
+                continue;
+            }
             let (x1, y1) = letterbox.to_source(b[0], b[1]);
             let (x2, y2) = letterbox.to_source(b[2], b[3]);
             detections.push(Detection { class_id, score, x1, y1, x2, y2 });
@@ -424,6 +429,21 @@ mod tests {
             out,
             vec![Detection { class_id: 2, score: 0.8, x1: 160.0, y1: 120.0, x2: 480.0, y2: 200.0 }]
         );
+    }
+
+    #[test]
+    fn rt_detr_boxes_that_overflow_when_scaled_are_dropped() {
+        // Found by the fuzzer: a finite centre times the input size is infinite, and the corners
+        // (infinity minus infinity) NaN, which clipping leaves NaN.
+        let t = [[1e37, 1e37, 1e37, 1e37, 0.9, 0.0], [0.5, 0.5, 0.1, 0.1, 0.8, 1.0]].concat();
+        let mut d = Decoder::new(Layout::RtDetr { rows: 2, classes: Some(2) }, DecodeOptions::default());
+        let mut out = Vec::new();
+        d.decode(&t, &Letterbox::stretched(640, 320, 160, 160), &mut out);
+        assert_eq!(out.iter().map(|x| x.class_id).collect::<Vec<_>>(), vec![1], "{out:?}");
+        let t = [[1e37, 1e37, 1e37, 1e37, 0.9, 0.3, 0.2], [0.5, 0.5, 0.1, 0.1, 0.1, 0.8, 0.2]].concat();
+        let mut d = Decoder::new(Layout::RtDetrScores { queries: 2, classes: 3 }, DecodeOptions::default());
+        d.decode(&t, &Letterbox::stretched(640, 320, 160, 160), &mut out);
+        assert_eq!(out.iter().map(|x| x.class_id).collect::<Vec<_>>(), vec![1], "{out:?}");
     }
 
     #[test]
