@@ -170,8 +170,9 @@ impl Layout {
     /// 1. `hint` (`[model] layout`), when not `auto`: that layout, if the shape has room for it;
     /// 2. the metadata: a `task` other than `detect` is refused; ultralytics' `end2end` or
     ///    `args['nms']` make it end-to-end (and `end2end = False` rules that out), as
-    ///    ultralytics' `AutoBackend` decides it; an RT-DETR head (`head = RTDETRDecoder`) is
-    ///    RT-DETR, as ultralytics' `RTDETR` class decides it;
+    ///    ultralytics' `AutoBackend` decides it; an RT-DETR model ([`Metadata::rt_detr`]: its
+    ///    head, or before ultralytics 8.4 its description) is RT-DETR, as choosing ultralytics'
+    ///    `RTDETR` class decides it;
     /// 3. the shape, with the class count where `classes` gives it (`[1, 4 + C, N]`,
     ///    `[1, N, 5 + C]`), else the longer axis holding the candidates; `[1, K, 6]` may be
     ///    end-to-end.
