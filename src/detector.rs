@@ -174,8 +174,9 @@ impl Detector {
             }
             (Some(n), _) => n,
             (None, Some(classes)) => from_metadata.unwrap_or_else(|| ClassNames::numbered(classes)),
-            // End-to-end without names anywhere: the class ids are read as they come.
-            (None, None) => from_metadata.unwrap_or_else(|| ClassNames::numbered(0)),
+            // End-to-end without names in the metadata (which would have given the count) or a
+            // file: the class ids are read as they come.
+            (None, None) => ClassNames::numbered(0),
         };
         Ok(Detector {
             engine,

@@ -67,6 +67,17 @@ pub struct Decoder {
     suppressed: Vec<bool>,
 }
 
+/// How an end-to-end row's four box values read.
+#[derive(Clone, Copy)]
+enum Corners {
+    /// `x1 y1 x2 y2` in input pixels (YOLO end-to-end heads, `nms=True` exports).
+    Pixels,
+    /// `cx cy w h` as fractions of the input (RT-DETR): ultralytics' `RTDETRPredictor` turns them
+    /// into corners (`xywh2xyxy`) and multiplies by the frame's size, which over a stretched input
+    /// is the input's size mapped back.
+    NormalisedCentre,
+}
+
 impl Decoder {
     /// A decoder for `layout`.
     pub fn new(layout: Layout, options: DecodeOptions) -> Decoder {
@@ -91,74 +102,80 @@ impl Decoder {
     pub fn decode(&mut self, output: &[f32], letterbox: &Letterbox, detections: &mut Vec<Detection>) {
         detections.clear();
         match self.layout {
+            Layout::V8 { anchors, classes } => {
+                debug_assert_eq!(output.len(), anchors * (4 + classes));
+                self.v8_candidates(output, anchors, classes);
+                self.nms(letterbox, detections);
+            }
+            Layout::V5 { anchors, classes } => {
+                debug_assert_eq!(output.len(), anchors * (5 + classes));
+                self.v5_candidates(output, classes);
+                self.nms(letterbox, detections);
+            }
             Layout::EndToEnd { rows, classes } => {
                 debug_assert_eq!(output.len(), rows * 6);
                 self.end_to_end(output, classes, Corners::Pixels, letterbox, detections);
-                return;
             }
             Layout::RtDetr { rows, classes } => {
                 debug_assert_eq!(output.len(), rows * 6);
                 self.end_to_end(output, classes, Corners::NormalisedCentre, letterbox, detections);
-                return;
             }
             Layout::RtDetrScores { queries, classes } => {
                 debug_assert_eq!(output.len(), queries * (4 + classes));
                 self.rt_detr_scores(output, classes, letterbox, detections);
-                return;
             }
-            Layout::V5 { .. } | Layout::V8 { .. } => {}
         }
+    }
+
+    /// YOLOv8's `[4 + classes, anchors]` into candidates: the best class above the threshold.
+    fn v8_candidates(&mut self, output: &[f32], anchors: usize, classes: usize) {
         self.candidates.clear();
         let conf = self.options.confidence;
-        let classes = self.layout.classes().unwrap_or(0);
-        let anchors = self.layout.anchors();
-        match self.layout {
-            Layout::V8 { .. } => {
-                debug_assert_eq!(output.len(), anchors * (4 + classes));
-                let row = |k: usize| &output[k * anchors..(k + 1) * anchors];
-                for i in 0..anchors {
-                    let mut best = (f32::NEG_INFINITY, 0);
-                    for c in 0..classes {
-                        let s = output[(4 + c) * anchors + i];
-                        if s > best.0 {
-                            best = (s, c);
-                        }
-                    }
-                    if best.0 > conf {
-                        self.candidates.push(Candidate {
-                            score: best.0,
-                            class_id: best.1,
-                            index: i,
-                            b: xyxy(row(0)[i], row(1)[i], row(2)[i], row(3)[i]),
-                        });
-                    }
+        let row = |k: usize| &output[k * anchors..(k + 1) * anchors];
+        for i in 0..anchors {
+            let mut best = (f32::NEG_INFINITY, 0);
+            for c in 0..classes {
+                let s = output[(4 + c) * anchors + i];
+                if s > best.0 {
+                    best = (s, c);
                 }
             }
-            Layout::EndToEnd { .. } | Layout::RtDetr { .. } | Layout::RtDetrScores { .. } => {
-                unreachable!("decoded above")
-            }
-            Layout::V5 { .. } => {
-                let stride = 5 + classes;
-                debug_assert_eq!(output.len(), anchors * stride);
-                for (i, c) in output.chunks_exact(stride).enumerate() {
-                    let obj = c[4];
-                    if obj <= conf {
-                        continue;
-                    }
-                    let best = best_class(&c[5..]);
-                    let score = obj * best.0;
-                    if score > conf {
-                        self.candidates.push(Candidate {
-                            score,
-                            class_id: best.1,
-                            index: i,
-                            b: xyxy(c[0], c[1], c[2], c[3]),
-                        });
-                    }
-                }
+            if best.0 > conf {
+                self.candidates.push(Candidate {
+                    score: best.0,
+                    class_id: best.1,
+                    index: i,
+                    b: xyxy(row(0)[i], row(1)[i], row(2)[i], row(3)[i]),
+                });
             }
         }
+    }
 
+    /// YOLOv5's `[anchors, 5 + classes]` into candidates: objectness above the threshold, then
+    /// objectness x the best class score above it.
+    fn v5_candidates(&mut self, output: &[f32], classes: usize) {
+        self.candidates.clear();
+        let conf = self.options.confidence;
+        for (i, c) in output.chunks_exact(5 + classes).enumerate() {
+            let obj = c[4];
+            if obj <= conf {
+                continue;
+            }
+            let best = best_class(&c[5..]);
+            let score = obj * best.0;
+            if score > conf {
+                self.candidates.push(Candidate {
+                    score,
+                    class_id: best.1,
+                    index: i,
+                    b: xyxy(c[0], c[1], c[2], c[3]),
+                });
+            }
+        }
+    }
+
+    /// The candidates through class-aware NMS into `detections`.
+    fn nms(&mut self, letterbox: &Letterbox, detections: &mut Vec<Detection>) {
         // An engine can overflow (FP16 on TensorRT) or emit NaN: such a candidate has no place to
         // be drawn, and JSON has no NaN or infinity (a client would get null for a number).
         self.candidates.retain(|c| c.score.is_finite() && c.b.iter().all(|v| v.is_finite()));
@@ -172,10 +189,7 @@ impl Decoder {
                 continue;
             }
             let keep = self.candidates[i];
-            let (x1, y1) = letterbox.to_source(keep.b[0], keep.b[1]);
-            let (x2, y2) = letterbox.to_source(keep.b[2], keep.b[3]);
-            detections.push(Detection { class_id: keep.class_id, score: keep.score, x1, y1, x2, y2 });
-            if detections.len() >= self.options.max_detections {
+            if self.emit(keep.class_id, keep.score, keep.b, letterbox, detections) {
                 break;
             }
             for j in i + 1..self.candidates.len() {
@@ -189,20 +203,23 @@ impl Decoder {
             }
         }
     }
-}
 
-/// How an end-to-end row's four box values read.
-#[derive(Clone, Copy)]
-enum Corners {
-    /// `x1 y1 x2 y2` in input pixels (YOLO end-to-end heads, `nms=True` exports).
-    Pixels,
-    /// `cx cy w h` as fractions of the input (RT-DETR): ultralytics' `RTDETRPredictor` turns them
-    /// into corners (`xywh2xyxy`) and multiplies by the frame's size, which over a stretched input
-    /// is the input's size mapped back.
-    NormalisedCentre,
-}
+    /// Adds a detection of box `b` (input pixels) mapped back to the frame; `true` once
+    /// `max_detections` are there.
+    fn emit(
+        &self,
+        class_id: usize,
+        score: f32,
+        b: [f32; 4],
+        letterbox: &Letterbox,
+        detections: &mut Vec<Detection>,
+    ) -> bool {
+        let (x1, y1) = letterbox.to_source(b[0], b[1]);
+        let (x2, y2) = letterbox.to_source(b[2], b[3]);
+        detections.push(Detection { class_id, score, x1, y1, x2, y2 });
+        detections.len() >= self.options.max_detections
+    }
 
-impl Decoder {
     /// End-to-end rows `<box> score class`: thresholded, in the model's order, at most
     /// `max_detections`. A row whose class is not a whole number from 0 (below the class count,
     /// where it is known) or whose box is not finite is no detection: an engine that overflowed
@@ -231,20 +248,12 @@ impl Decoder {
             };
             // Checked after scaling: a finite value times the input size can overflow, and
             // infinity minus infinity is NaN, which no clipping makes a coordinate.
-            if !b.iter().all(|v| v.is_finite()) {
-                continue;
-            }
-            let (x1, y1) = letterbox.to_source(b[0], b[1]);
-            let (x2, y2) = letterbox.to_source(b[2], b[3]);
-            detections.push(Detection { class_id: class as usize, score, x1, y1, x2, y2 });
-            if detections.len() >= self.options.max_detections {
+            if b.iter().all(|v| v.is_finite()) && self.emit(class as usize, score, b, letterbox, detections) {
                 break;
             }
         }
     }
-}
 
-impl Decoder {
     /// RT-DETR before ultralytics 8.4: one row per query, `cx cy w h` normalised and every
     /// class's score, read as its `RTDETRPredictor.postprocess` read them (`xywh2xyxy`, the best
     /// class by `max`, kept above `conf`, in query order, times the frame's width and height):
@@ -263,13 +272,7 @@ impl Decoder {
                 continue;
             }
             let b = xyxy(row[0] * w, row[1] * h, row[2] * w, row[3] * h);
-            if !b.iter().all(|v| v.is_finite()) {
-                continue;
-            }
-            let (x1, y1) = letterbox.to_source(b[0], b[1]);
-            let (x2, y2) = letterbox.to_source(b[2], b[3]);
-            detections.push(Detection { class_id, score, x1, y1, x2, y2 });
-            if detections.len() >= self.options.max_detections {
+            if b.iter().all(|v| v.is_finite()) && self.emit(class_id, score, b, letterbox, detections) {
                 break;
             }
         }
