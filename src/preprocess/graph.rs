@@ -872,12 +872,15 @@ mod tests {
                 [(64, 48, 32, 32), (40, 30, 96, 80), (48, 36, 48, 48), (50, 24, 37, 29), (640, 480, 256, 256)]
             {
                 // Stretched too (RT-DETR's fit), whose two axes scale apart.
-                for fit in Fit::ALL.iter().copied() {
+                for fit in [Fit::Letterbox, Fit::Stretch] {
                     let (worst, differ) = compare(format, w, h, fit, dw, dh);
-                    assert!(worst <= 1.0 + 1e-3, "{format} {w}x{h}->{dw}x{dh} {fit}: off by {worst} levels");
+                    assert!(
+                        worst <= 1.0 + 1e-3,
+                        "{format} {w}x{h}->{dw}x{dh} {fit:?}: off by {worst} levels"
+                    );
                     assert!(
                         differ * 1000 <= (3 * dw * dh) as usize,
-                        "{format} {fit}: {differ} values differ"
+                        "{format} {fit:?}: {differ} values differ"
                     );
                 }
             }

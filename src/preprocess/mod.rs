@@ -26,13 +26,6 @@ named_enum! {
     }
 }
 
-impl std::str::FromStr for Fit {
-    type Err = crate::named::UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::from_name(s).ok_or_else(|| crate::named::UnknownName::new("fit: ", s, "", Self::names(", ")))
-    }
-}
-
 impl std::str::FromStr for Device {
     type Err = crate::named::UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -50,17 +43,16 @@ impl std::str::FromStr for Device {
 /// Grey used for the letterbox borders, as in ultralytics (114 of 255).
 pub const PAD_VALUE: u8 = 114;
 
-named_enum! {
-    /// How a frame is fitted into the model input: as the model's authors fitted it when they
-    /// validated it (the layout decides: [`crate::yolo::Layout::fit`]).
-    pub enum Fit {
-        /// Scaled to fit with its aspect ratio kept, centred, the rest grey: ultralytics'
-        /// `LetterBox` for YOLO models.
-        Letterbox = "letterbox",
-        /// Scaled to the input's width and height, each axis on its own, no border: ultralytics'
-        /// `LetterBox(scale_fill=True)`, which its RT-DETR predictor uses.
-        Stretch = "stretch",
-    }
+/// How a frame is fitted into the model input: as the model's authors fitted it when they
+/// validated it (the layout decides: [`crate::yolo::Layout::fit`]; no config names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// Scaled to fit with its aspect ratio kept, centred, the rest grey: ultralytics'
+    /// `LetterBox` for YOLO models.
+    Letterbox,
+    /// Scaled to the input's width and height, each axis on its own, no border: ultralytics'
+    /// `LetterBox(scale_fill=True)`, which its RT-DETR predictor uses.
+    Stretch,
 }
 
 /// How a source frame was placed into the model input, so that boxes can be
