@@ -108,12 +108,13 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// The MAVLink output (`[output.mavlink]`) for one frame of 20 tracked, ranged obstacles:
-/// what the publisher thread pays (encoding OBSTACLE_DISTANCE and the OBSTACLE_DISTANCE_3D
-/// messages into the hand-off slot), and apart from it what the sending thread pays per frame
-/// (serialising and sending the 21 messages over UDP to a reading peer).
+/// The MAVLink output (`[output.mavlink]`) for one frame of 20 tracked, ranged obstacles, with
+/// every message it can send on (OBSTACLE_DISTANCE, and OBSTACLE_DISTANCE_3D for all 20 plus the
+/// batch's closing message): what the publisher thread pays (encoding them into the hand-off
+/// slot), and apart from it what the sending thread pays per frame (serialising and sending the
+/// 22 messages over UDP to a reading peer).
 fn bench_mavlink(c: &mut Criterion) {
-    use jetdetect::output::mavlink::{MavlinkConfig, MavlinkOutput};
+    use jetdetect::output::mavlink::MavlinkOutput;
     use jetdetect::pipeline::publish::Output;
     use mavlink::dialects::ardupilotmega::MavMessage;
     use mavlink::MavConnection;
@@ -145,17 +146,17 @@ fn bench_mavlink(c: &mut Criterion) {
         while peer.recv(&mut buf).is_ok() {}
     });
     let mut g = c.benchmark_group("publish one frame, MAVLink");
-    let mut out = MavlinkOutput::new(&MavlinkConfig { url: url.clone(), ..Default::default() });
+    let mut out = MavlinkOutput::new(&every_message(&url));
     out.open().expect("open");
     g.bench_function("frame() on the publisher thread (20 obstacles)", |b| {
         b.iter(|| out.frame(&r, 0, Instant::now()))
     });
     drop(out);
 
-    // The sending thread's work per frame, on this thread: OBSTACLE_DISTANCE and 20 x 3D.
+    // The sending thread's work per frame, on this thread: OBSTACLE_DISTANCE, 20 x 3D, the close.
     let conn = mavlink::connect::<MavMessage>(&url).expect("connect");
     let messages = out_messages(&r);
-    g.bench_function("send 21 messages over UDP (the sending thread's work)", |b| {
+    g.bench_function("send 22 messages over UDP (the sending thread's work)", |b| {
         b.iter(|| {
             for m in &messages {
                 conn.send_default(m).expect("send");
@@ -196,11 +197,23 @@ fn bench_mavlink(c: &mut Criterion) {
     }
 }
 
+/// A MAVLink config that sends every message it can: OBSTACLE_DISTANCE and, for each ranged
+/// obstacle, OBSTACLE_DISTANCE_3D (PX4 ignores those; here they are the most work per frame).
+fn every_message(url: &str) -> jetdetect::output::mavlink::MavlinkConfig {
+    use jetdetect::output::mavlink::{Autopilot, MavlinkConfig};
+    MavlinkConfig {
+        url: url.into(),
+        autopilot: Some(Autopilot::Px4),
+        obstacle_distance_3d: Some(true),
+        ..Default::default()
+    }
+}
+
 /// The messages the MAVLink output sends for `r`, encoded as it encodes them.
 fn out_messages(r: &FrameReport) -> Vec<mavlink::dialects::ardupilotmega::MavMessage> {
-    use jetdetect::output::mavlink::{encode, MavlinkConfig};
+    use jetdetect::output::mavlink::encode;
     use mavlink::dialects::ardupilotmega::MavMessage;
-    let limits = MavlinkConfig::default().limits();
+    let limits = every_message("udpout:127.0.0.1:1").profile().limits;
     let mut d = Default::default();
     encode::obstacle_distance(&r.hazards, 0, &limits, &mut d);
     let mut v = vec![MavMessage::OBSTACLE_DISTANCE(d)];
@@ -208,10 +221,11 @@ fn out_messages(r: &FrameReport) -> Vec<mavlink::dialects::ardupilotmega::MavMes
         r.hazards
             .obstacles
             .iter()
-            .filter_map(|o| encode::obstacle_3d(o, 0, &limits))
+            .filter_map(|o| encode::obstacle_3d(o, 0, &limits, false))
             .map(MavMessage::OBSTACLE_DISTANCE_3D),
     );
-    assert_eq!(v.len(), 21);
+    v.push(MavMessage::OBSTACLE_DISTANCE_3D(encode::close_3d(0, &limits)));
+    assert_eq!(v.len(), 22);
     v
 }
 

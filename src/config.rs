@@ -1048,7 +1048,7 @@ mod tests {
         let e = parse("source = []\n").unwrap_err();
         assert!(e.message.contains("at least one camera"), "{e}");
         let e =
-            parse("[[source]]\nname = \"a\"\n[hazards]\nenabled = true\n[output.mavlink]\ncamera = \"b\"\n")
+            parse("[[source]]\nname = \"a\"\n[hazards]\nenabled = true\n[output.mavlink]\nautopilot = \"px4\"\ncamera = \"b\"\n")
                 .unwrap_err();
         assert!(e.message.contains("'b' is not a camera of this config: use one of a"), "{e}");
         let e = parse(

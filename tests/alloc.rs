@@ -363,6 +363,10 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
     let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     config.output.mavlink = Some(jetdetect::output::mavlink::MavlinkConfig {
         url: format!("udpout:{}", peer.local_addr().unwrap()),
+        // Every message it can send: OBSTACLE_DISTANCE and each track's 3D, as fast as allowed.
+        autopilot: Some(jetdetect::output::mavlink::Autopilot::Px4),
+        obstacle_distance_3d: Some(true),
+        max_rate_hz: 100.0,
         ..Default::default()
     });
     let mav_stop = Arc::new(AtomicBool::new(false));

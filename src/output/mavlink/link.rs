@@ -1,8 +1,9 @@
 //! The MAVLink output's sending thread. It keeps the connection (a serial port or TCP peer that
 //! went away is reopened once a second, for as long as the daemon runs), sends the HEARTBEAT,
-//! each frame's messages and the repeats that hold the rate floor, and drains what the flight
-//! controller sends (that is how `udpin` learns where to reply, and how the log can say which
-//! autopilot is there). Failures are logged at once, then at most every 10 s with a count.
+//! each frame's messages once (no faster than `max_rate_hz`), the blind wall while blind, and
+//! drains what the flight controller sends (that is how `udpin` learns where to reply, and how
+//! the log can say which autopilot is there, and warn when it is not the one the config names).
+//! Failures are logged at once, then at most every 10 s with a count.
 //!
 //! Everything here may block (a full serial buffer, a TCP peer that stopped reading, a slow
 //! `connect`): that is why it is a thread of its own. The publisher only ever takes the slot's
@@ -19,7 +20,10 @@ use mavlink::dialects::ardupilotmega::{
 use mavlink::error::{MessageReadError, MessageWriteError};
 use mavlink::{MavConnection, MavHeader, MavlinkVersion};
 
-use super::{encode, Counters, MavlinkConfig, Phase, Shared, MAX_OBSTACLES_3D};
+use super::{
+    encode, Autopilot, BlindPolicy, Counters, MavlinkConfig, Phase, Profile, Shared, MAX_OBSTACLES_3D,
+    WALL_HZ,
+};
 
 /// How often a lost connection is tried again.
 const RECONNECT: Duration = Duration::from_secs(1);
@@ -29,6 +33,12 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(50);
 /// The most incoming messages read per wake-up.
 const READ_BURST: usize = 32;
+/// How long after the last frame's messages the blind wall goes up even before the pipeline
+/// calls the camera blind (`[latency] stale_ms` may be longer): both autopilots declare a
+/// sensor lost 500 ms after its last message (PX4 `RANGE_STREAM_TIMEOUT_US`, ArduPilot
+/// `PROXIMITY_MAV_TIMEOUT_MS`), and ArduPilot then turns avoidance off; 100 ms is left for the
+/// link.
+const WALL_AFTER: Duration = Duration::from_millis(400);
 
 /// Logs a kind of failure at once, then at most every [`LOG_EVERY`], with how many went unlogged.
 #[derive(Default)]
@@ -71,19 +81,22 @@ fn classify(e: MessageWriteError) -> Failure {
     }
 }
 
-/// What one frame's messages are, as the thread keeps them between frames.
+/// The newest frame's messages, as the thread keeps them until they are sent.
 struct Latest {
     distance: OBSTACLE_DISTANCE_DATA,
     obstacles: Vec<OBSTACLE_DISTANCE_3D_DATA>,
-    /// A frame's messages are held.
-    held: bool,
-    /// When they were last sent.
+    /// A frame's messages are waiting to be sent (once).
+    pending: bool,
+    /// When a frame's messages last went out.
     sent: Option<Instant>,
+    /// The camera's view, for the blind wall.
+    view: Option<(f64, f64)>,
 }
 
 /// The connection and its bookkeeping.
 struct Link<'a> {
     config: &'a MavlinkConfig,
+    autopilot: Autopilot,
     counters: &'a Counters,
     header: MavHeader,
     conn: Option<mavlink::Connection<MavMessage>>,
@@ -174,6 +187,20 @@ impl Link<'_> {
                                 hb.autopilot,
                                 hb.mavtype
                             );
+                            let is = match hb.autopilot {
+                                MavAutopilot::MAV_AUTOPILOT_PX4 => Some(Autopilot::Px4),
+                                MavAutopilot::MAV_AUTOPILOT_ARDUPILOTMEGA => Some(Autopilot::ArduPilot),
+                                _ => None,
+                            };
+                            if let Some(is) = is.filter(|is| *is != self.autopilot) {
+                                log::warn!(
+                                    "MAVLink {}: the flight controller is {is}, but [output.mavlink] autopilot = \"{}\": \
+                                     the messages are shaped for the wrong reader (unknown sectors, blind policy); \
+                                     set autopilot = \"{is}\"",
+                                    self.config.url,
+                                    self.autopilot
+                                );
+                            }
                         }
                     }
                 }
@@ -211,12 +238,20 @@ fn hint(url: &str, e: &io::Error) -> &'static str {
     }
 }
 
+/// Wall-clock now, microseconds since the Unix epoch (the blind wall's `time_usec`).
+fn wall_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
 /// The thread's body: runs until the phase is [`Phase::Stopping`].
-pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) {
-    let floor = Duration::from_secs_f64(1.0 / config.rate_hz);
+pub(super) fn run(config: &MavlinkConfig, profile: &Profile, shared: &Shared, counters: &Counters) {
+    let min_gap = Duration::from_secs_f64(1.0 / config.max_rate_hz);
     let beat = Duration::from_secs_f64(1.0 / config.heartbeat_hz);
+    let wall_every = Duration::from_secs_f64(1.0 / WALL_HZ);
+    let walls = profile.blind == BlindPolicy::Wall;
     let mut link = Link {
         config,
+        autopilot: profile.autopilot,
         counters,
         header: MavHeader {
             system_id: config.system_id.into(),
@@ -232,15 +267,17 @@ pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) 
     };
     let mut latest = Latest {
         distance: OBSTACLE_DISTANCE_DATA::default(),
-        obstacles: Vec::with_capacity(MAX_OBSTACLES_3D),
-        held: false,
+        obstacles: Vec::with_capacity(MAX_OBSTACLES_3D + 1),
+        pending: false,
         sent: None,
+        view: None,
     };
+    let mut wall = OBSTACLE_DISTANCE_DATA::default();
     let mut generation = 0;
     let mut phase = Phase::Boot;
     let mut next_beat = Instant::now();
+    let mut next_wall = Instant::now();
     loop {
-        let mut fresh = false;
         let mut changed = None;
         {
             let mut slot = shared.slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,8 +290,15 @@ pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) 
                 if link.conn.is_none() {
                     due = due.min(link.next_connect);
                 }
-                if let (Phase::Seeing, Some(sent)) = (phase, latest.sent) {
-                    due = due.min(sent + floor);
+                if let (Phase::Seeing, true, Some(sent)) = (phase, latest.pending, latest.sent) {
+                    due = due.min(sent + min_gap);
+                }
+                if walls && latest.view.is_some() {
+                    match (phase, latest.sent) {
+                        (Phase::Blind, _) => due = due.min(next_wall),
+                        (Phase::Seeing, Some(sent)) => due = due.min(next_wall.max(sent + WALL_AFTER)),
+                        _ => {}
+                    }
                 }
                 if due <= now {
                     break;
@@ -263,11 +307,14 @@ pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) 
             }
             if slot.generation != generation {
                 generation = slot.generation;
+                if latest.pending {
+                    counters.skipped.fetch_add(1, Ordering::Relaxed);
+                }
                 latest.distance = slot.distance.clone();
                 latest.obstacles.clear();
                 latest.obstacles.extend_from_slice(&slot.obstacles);
-                latest.held = true;
-                fresh = true;
+                latest.view = slot.view;
+                latest.pending = true;
             }
             if slot.phase != phase {
                 changed = Some(slot.blind_reason);
@@ -302,9 +349,9 @@ pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) 
                 link.send(&MavMessage::STATUSTEXT(encode::statustext(severity, text)));
             }
             if phase == Phase::Blind {
-                // Silence: what was held is not repeated, and a new frame must come first.
-                latest.held = false;
-                latest.sent = None;
+                // What came before the blindness is not sent after it; the wall goes out now.
+                latest.pending = false;
+                next_wall = now;
             }
         }
         if now >= next_beat {
@@ -314,17 +361,28 @@ pub(super) fn run(config: &MavlinkConfig, shared: &Shared, counters: &Counters) 
         if phase == Phase::Stopping {
             return;
         }
-        let repeat = latest.sent.is_some_and(|t| now >= t + floor);
-        if phase == Phase::Seeing && latest.held && (fresh || repeat) {
-            if config.obstacle_distance {
+        let allowed = latest.sent.is_none_or(|t| now >= t + min_gap);
+        if phase == Phase::Seeing && latest.pending && allowed {
+            if profile.obstacle_distance {
                 link.send(&MavMessage::OBSTACLE_DISTANCE(latest.distance.clone()));
             }
-            if config.obstacle_distance_3d {
-                for m in &latest.obstacles {
-                    link.send(&MavMessage::OBSTACLE_DISTANCE_3D(m.clone()));
-                }
+            // The batch, then its closing message (last in the list).
+            for m in &latest.obstacles {
+                link.send(&MavMessage::OBSTACLE_DISTANCE_3D(m.clone()));
             }
             latest.sent = Some(now);
+            latest.pending = false;
+        }
+        // Blind, or frames late enough for the autopilot to give up on the sensor.
+        let late = phase == Phase::Seeing && latest.sent.is_some_and(|t| now >= t + WALL_AFTER);
+        if (phase == Phase::Blind || late) && walls && now >= next_wall {
+            // Until a frame has shown the view there is nowhere to put a wall: silence (the
+            // autopilot's pre-arm check then says the sensor has no data).
+            if let Some(view) = latest.view {
+                encode::wall(view, wall_us(), &profile.limits, &mut wall);
+                link.send(&MavMessage::OBSTACLE_DISTANCE(wall.clone()));
+            }
+            next_wall = now + wall_every;
         }
     }
 }

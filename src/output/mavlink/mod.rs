@@ -1,15 +1,20 @@
 //! `[output.mavlink]`: obstacles to a flight controller (PX4's collision prevention, ArduPilot's
 //! proximity and avoidance) over MAVLink 2, as a companion computer.
 //!
-//! Every published frame becomes an OBSTACLE_DISTANCE (72 sectors across the camera's field of
-//! view, `MAV_FRAME_BODY_FRD`, ranges from the hazard layer) and, per tracked obstacle with a
-//! range, ArduPilot's OBSTACLE_DISTANCE_3D carrying its track id (`encode`). While the daemon
-//! sees, the latest OBSTACLE_DISTANCE is repeated so it arrives at least `rate_hz` times a
-//! second; while it is blind (`[latency] stale_ms`) nothing about obstacles is sent at all, so
-//! the autopilot's own timeout (500 ms in both PX4 and ArduPilot) declares the sensor lost
-//! instead of trusting old data. A HEARTBEAT (`MAV_TYPE_ONBOARD_CONTROLLER`) goes out every
-//! second throughout, its state saying boot / standby / active / critical (blind) / poweroff,
-//! and a STATUSTEXT marks each change between blind and seeing.
+//! Every published frame becomes one OBSTACLE_DISTANCE (36 sectors of 10 degrees round the
+//! vehicle, `MAV_FRAME_BODY_FRD`, ranges from the hazard layer; `encode` says why that layout)
+//! and, where asked, OBSTACLE_DISTANCE_3D per tracked obstacle with a range, closed so that
+//! ArduPilot takes the batch at once. Each frame is sent once: both autopilots stamp what they
+//! receive on arrival, so a repeated message would make old data look new.
+//!
+//! `autopilot` says whose reading the messages are shaped for ([`Profile`]): the two differ in
+//! what "unknown" means, whether OBSTACLE_DISTANCE_3D is read at all, and what keeps a vehicle
+//! from flying blind. While the camera is blind (`[latency] stale_ms`), PX4 gets silence (its
+//! collision prevention stops the vehicle, then switches to Hold after 5 s) and ArduPilot a
+//! wall across the camera's view (silence would switch its avoidance off, for every proximity
+//! sensor). A HEARTBEAT (`MAV_TYPE_ONBOARD_CONTROLLER`) goes out every second throughout, its
+//! state saying boot / standby / active / critical (blind) / poweroff, and a STATUSTEXT marks
+//! each change between blind and seeing.
 //!
 //! The messages are built on the publisher thread into a slot (no allocation, no I/O); a
 //! thread of this output's own (`link`) does the sending, so a serial port that vanishes, a
@@ -33,11 +38,65 @@ use crate::pipeline::report::FrameReport;
 
 pub use encode::Limits;
 
-/// The most OBSTACLE_DISTANCE_3D messages sent per frame (the nearest first).
+/// The most OBSTACLE_DISTANCE_3D messages sent per frame (the nearest first), besides the one
+/// that closes the batch.
 pub const MAX_OBSTACLES_3D: usize = 32;
 
 /// The URL schemes `[output.mavlink] url` takes.
 pub const SCHEMES: [&str; 4] = ["udpout", "udpin", "tcpout", "serial"];
+
+/// How often the blind wall is sent, messages per second: well inside ArduPilot's 500 ms
+/// timeout, with room for a lost datagram.
+pub const WALL_HZ: f64 = 10.0;
+
+named_enum! {
+    /// `[output.mavlink] autopilot`: whose reading the messages are shaped for.
+    pub enum Autopilot {
+        /// PX4's collision prevention (`CollisionPrevention.cpp`).
+        Px4 = "px4",
+        /// ArduPilot's proximity library (`AP_Proximity_MAV.cpp`) and avoidance (`AC_Avoid`).
+        ArduPilot = "ardupilot",
+    }
+}
+
+impl std::str::FromStr for Autopilot {
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new(
+                "[output.mavlink] autopilot: ",
+                s,
+                " is not an autopilot",
+                Self::names(", "),
+            )
+        })
+    }
+}
+
+named_enum! {
+    /// `[output.mavlink] blind`: what goes out while the camera is blind.
+    pub enum BlindPolicy {
+        /// Nothing about obstacles: the autopilot's timeout declares the sensor lost.
+        Silent = "silent",
+        /// OBSTACLE_DISTANCE with every sector the view reaches into at `blind_distance_m`,
+        /// [`WALL_HZ`] times a second.
+        Wall = "wall",
+    }
+}
+
+impl std::str::FromStr for BlindPolicy {
+    type Err = crate::named::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| {
+            crate::named::UnknownName::new(
+                "[output.mavlink] blind: ",
+                s,
+                " is not a blind policy",
+                Self::names(", "),
+            )
+        })
+    }
+}
 
 /// `[output.mavlink]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,29 +106,48 @@ pub struct MavlinkConfig {
     /// (listen; reply to whoever sends), `tcpout:HOST:PORT`, or `serial:DEVICE:BAUD`
     /// (`serial:/dev/ttyTHS1:921600`, a Jetson UART wired to the autopilot's TELEM port).
     pub url: String,
+    /// Whose reading the messages are shaped for: `px4` or `ardupilot` (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autopilot: Option<Autopilot>,
     /// This system's id: the vehicle's (`MAV_SYS_ID` / `SYSID_THISMAV`), 1 on most vehicles.
     pub system_id: u8,
     /// This component's id: 191 (`MAV_COMP_ID_ONBOARD_COMPUTER`) by default.
     pub component_id: u8,
-    /// OBSTACLE_DISTANCE is sent at least this often while the daemon sees (the latest frame's
-    /// is repeated between frames), messages per second.
-    pub rate_hz: f64,
+    /// The most frames sent a second (a slow serial link), 5 to 100: frames beyond are skipped,
+    /// the newest kept.
+    pub max_rate_hz: f64,
+    /// Removed: kept only to say so. Frames used to be repeated to reach this rate.
+    #[serde(skip_serializing)]
+    pub rate_hz: Option<f64>,
     /// HEARTBEAT messages per second.
     pub heartbeat_hz: f64,
-    /// The nearest range the messages report, metres (nearer obstacles are reported at it).
+    /// The nearest range the messages report, metres (nearer obstacles are reported just
+    /// beyond it).
     pub min_distance_m: f64,
     /// The farthest, metres: obstacles beyond are not reported.
     pub max_distance_m: f64,
     /// Report obstacles without a range estimate (no `[hazards.classes]` size for their class)
-    /// at this distance, metres; absent: their sectors are sent as "unknown" (`UINT16_MAX`).
+    /// at this distance, metres; absent: "unknown" for PX4 (it will not fly there), and
+    /// `blind_distance_m` for ArduPilot (which reads "unknown" as clear).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unranged_distance_m: Option<f64>,
     /// Send OBSTACLE_DISTANCE (the sectors; PX4 and ArduPilot).
     pub obstacle_distance: bool,
-    /// Send OBSTACLE_DISTANCE_3D per ranged track (ArduPilot's dialect; PX4 ignores it).
-    pub obstacle_distance_3d: bool,
+    /// Send OBSTACLE_DISTANCE_3D per ranged track (ArduPilot's dialect; PX4 has no reader for
+    /// it). Absent: off. With OBSTACLE_DISTANCE on, only obstacles ArduPilot files above or below
+    /// its middle layer are sent, so the two never write the same face.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub obstacle_distance_3d: Option<bool>,
+    /// What goes out while the camera is blind: `silent` or `wall`. Absent: `silent` for PX4,
+    /// `wall` for ArduPilot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blind: Option<BlindPolicy>,
+    /// The wall's distance, metres: set it to ArduPilot's `AVOID_MARGIN` (nearer, ArduPilot
+    /// backs away at `AVOID_BACKUP_SPD`; farther, it lets the vehicle creep closer).
+    pub blind_distance_m: f64,
     /// The camera whose obstacles are sent (a `[[source]] name`); empty: the first camera.
-    /// Its `[source.camera]` mounting places the sectors; while it is blind, nothing is sent.
+    /// Its `[source.camera]` mounting places the sectors; while it is blind, the blind policy
+    /// applies.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub camera: String,
 }
@@ -78,18 +156,40 @@ impl Default for MavlinkConfig {
     fn default() -> Self {
         MavlinkConfig {
             url: "udpout:127.0.0.1:14550".into(),
+            autopilot: None,
             system_id: 1,
             component_id: 191,
-            rate_hz: 10.0,
+            max_rate_hz: 30.0,
+            rate_hz: None,
             heartbeat_hz: 1.0,
             min_distance_m: 0.3,
             max_distance_m: 30.0,
             unranged_distance_m: None,
             obstacle_distance: true,
-            obstacle_distance_3d: true,
+            obstacle_distance_3d: None,
+            blind: None,
+            blind_distance_m: 2.0,
             camera: String::new(),
         }
     }
+}
+
+/// What the output sends, resolved from a valid [`MavlinkConfig`] and its autopilot's reading.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Profile {
+    /// The autopilot.
+    pub autopilot: Autopilot,
+    /// Send OBSTACLE_DISTANCE.
+    pub obstacle_distance: bool,
+    /// Send OBSTACLE_DISTANCE_3D (and its closing message).
+    pub obstacle_distance_3d: bool,
+    /// Only the obstacles ArduPilot files off its middle layer go as 3D (OBSTACLE_DISTANCE
+    /// owns that layer).
+    pub off_middle_layer: bool,
+    /// While blind.
+    pub blind: BlindPolicy,
+    /// The distances.
+    pub limits: Limits,
 }
 
 impl MavlinkConfig {
@@ -109,12 +209,38 @@ impl MavlinkConfig {
         if let Err(e) = mavlink::ConnectionAddress::parse_address(&self.url) {
             return Err(("url", format!("{:?}: {e}", self.url)));
         }
+        if self.autopilot.is_none() {
+            return Err((
+                "autopilot",
+                format!(
+                    "missing: say whose reading to shape the messages for, {} (they read \
+                     OBSTACLE_DISTANCE differently: docs/outputs.md)",
+                    Autopilot::names(" or ")
+                ),
+            ));
+        }
+        if self.rate_hz.is_some() {
+            return Err((
+                "rate_hz",
+                "was removed: each frame's obstacles are now sent once, not repeated between frames \
+                 (PX4 and ArduPilot stamp a message when it arrives, so a repeat made old data look \
+                 fresh); delete the key, or use max_rate_hz to cap the rate on a slow link"
+                    .into(),
+            ));
+        }
         if self.system_id == 0 || self.component_id == 0 {
             let key = if self.system_id == 0 { "system_id" } else { "component_id" };
             return Err((key, "0 is MAVLink's broadcast id: give 1 to 255".into()));
         }
-        if !(self.rate_hz >= 1.0 && self.rate_hz <= 100.0) {
-            return Err(("rate_hz", format!("{} is out of range: allowed 1 to 100", self.rate_hz)));
+        if !(self.max_rate_hz >= 5.0 && self.max_rate_hz <= 100.0) {
+            return Err((
+                "max_rate_hz",
+                format!(
+                    "{} is out of range: allowed 5 to 100 (both autopilots drop a sensor 500 ms after its \
+                     last message)",
+                    self.max_rate_hz
+                ),
+            ));
         }
         if !(self.heartbeat_hz >= 0.2 && self.heartbeat_hz <= 10.0) {
             return Err((
@@ -123,20 +249,20 @@ impl MavlinkConfig {
             ));
         }
         if !(self.min_distance_m >= 0.01
-            && self.min_distance_m < self.max_distance_m
+            && self.min_distance_m + 0.1 <= self.max_distance_m
             && self.max_distance_m <= 655.0)
         {
             return Err((
                 "max_distance_m",
                 format!(
-                    "min_distance_m = {} and max_distance_m = {}: need 0.01 <= min < max <= 655 (centimetres in 16 bits)",
+                    "min_distance_m = {} and max_distance_m = {}: need 0.01 <= min, min + 0.1 <= max <= 655 \
+                     (centimetres in 16 bits)",
                     self.min_distance_m, self.max_distance_m
                 ),
             ));
         }
-        if let Some(u) =
-            self.unranged_distance_m.filter(|u| !(*u >= self.min_distance_m && *u <= self.max_distance_m))
-        {
+        let within = |v: f64| v > self.min_distance_m && v <= self.max_distance_m;
+        if let Some(u) = self.unranged_distance_m.filter(|u| !within(*u)) {
             return Err((
                 "unranged_distance_m",
                 format!(
@@ -145,23 +271,89 @@ impl MavlinkConfig {
                 ),
             ));
         }
-        if !self.obstacle_distance && !self.obstacle_distance_3d {
+        if !within(self.blind_distance_m) {
+            return Err((
+                "blind_distance_m",
+                format!(
+                    "{} is outside min_distance_m..max_distance_m ({} to {}): give ArduPilot's AVOID_MARGIN",
+                    self.blind_distance_m, self.min_distance_m, self.max_distance_m
+                ),
+            ));
+        }
+        if !self.obstacle_distance && self.obstacle_distance_3d != Some(true) {
             return Err((
                 "obstacle_distance",
                 "both obstacle_distance and obstacle_distance_3d are off: nothing to send".into(),
             ));
         }
+        if self.autopilot == Some(Autopilot::Px4) && !self.obstacle_distance {
+            return Err((
+                "obstacle_distance",
+                "PX4 reads only OBSTACLE_DISTANCE (it has no handler for OBSTACLE_DISTANCE_3D): \
+                 turn obstacle_distance on"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
-    /// The distances the messages carry.
-    pub fn limits(&self) -> Limits {
+    /// What to send, from a config [`validate`](Self::validate) accepted.
+    pub fn profile(&self) -> Profile {
+        let autopilot = self.autopilot.unwrap_or(Autopilot::Px4);
         let cm = |m: f64| (m * 100.0).round() as u16;
-        Limits {
-            min_cm: cm(self.min_distance_m),
-            max_cm: cm(self.max_distance_m),
-            unranged_cm: self.unranged_distance_m.map(cm),
+        let wall_cm = cm(self.blind_distance_m);
+        let unranged_cm = match (self.unranged_distance_m, autopilot) {
+            (Some(u), _) => Some(cm(u)),
+            // PX4 reads UINT16_MAX as "no data" and will not fly there.
+            (None, Autopilot::Px4) => None,
+            // ArduPilot reads it as clear: something is there, report it at the margin.
+            (None, Autopilot::ArduPilot) => Some(wall_cm),
+        };
+        let three_d = self.obstacle_distance_3d == Some(true);
+        Profile {
+            autopilot,
+            obstacle_distance: self.obstacle_distance,
+            obstacle_distance_3d: three_d,
+            off_middle_layer: three_d && self.obstacle_distance,
+            blind: self.blind.unwrap_or(match autopilot {
+                Autopilot::Px4 => BlindPolicy::Silent,
+                Autopilot::ArduPilot => BlindPolicy::Wall,
+            }),
+            limits: Limits {
+                min_cm: cm(self.min_distance_m),
+                max_cm: cm(self.max_distance_m),
+                unranged_cm,
+                wall_cm,
+            },
         }
+    }
+
+    /// What the config leaves to the autopilot that it should know, for `check` and the log:
+    /// a setting that works but probably not as meant.
+    pub fn notes(&self) -> Vec<String> {
+        let p = self.profile();
+        let mut notes = Vec::new();
+        if p.autopilot == Autopilot::Px4 && p.obstacle_distance_3d {
+            notes.push(
+                "obstacle_distance_3d: PX4 has no handler for OBSTACLE_DISTANCE_3D; only other readers use it".into(),
+            );
+        }
+        if p.autopilot == Autopilot::ArduPilot && p.obstacle_distance_3d && !p.obstacle_distance {
+            notes.push(
+                "obstacle_distance_3d without obstacle_distance: ArduPilot clears a face it filled only \
+                 after 1 s without news (PROXIMITY_FACE_RESET_MS), so an obstacle that left stays that \
+                 long; with obstacle_distance on, every frame clears them"
+                    .into(),
+            );
+        }
+        if p.autopilot == Autopilot::ArduPilot && p.blind == BlindPolicy::Silent {
+            notes.push(
+                "blind = \"silent\": ArduPilot marks the sensor NoData after 500 ms and then turns proximity \
+                 avoidance off (for every proximity sensor) while the camera is blind"
+                    .into(),
+            );
+        }
+        notes
     }
 }
 
@@ -200,7 +392,11 @@ struct Slot {
     /// Why the daemon is blind (for the STATUSTEXT), when it is.
     blind_reason: &'static str,
     distance: OBSTACLE_DISTANCE_DATA,
+    /// The frame's OBSTACLE_DISTANCE_3D batch, its closing message last.
     obstacles: Vec<OBSTACLE_DISTANCE_3D_DATA>,
+    /// The camera's view (azimuths of its left and right edges), once a frame has shown it:
+    /// where the blind wall goes.
+    view: Option<(f64, f64)>,
 }
 
 /// The slot and the bell the sending thread waits on.
@@ -215,12 +411,14 @@ struct Counters {
     sent: std::sync::atomic::AtomicU64,
     errors: std::sync::atomic::AtomicU64,
     connects: std::sync::atomic::AtomicU64,
+    /// Frames not sent because the next one came before `max_rate_hz` allowed a send.
+    skipped: std::sync::atomic::AtomicU64,
 }
 
 /// The MAVLink output: encodes on the publisher thread, sends on its own.
 pub struct MavlinkOutput {
     config: MavlinkConfig,
-    limits: Limits,
+    profile: Profile,
     shared: Arc<Shared>,
     counters: Arc<Counters>,
     thread: Option<JoinHandle<()>>,
@@ -235,14 +433,15 @@ impl MavlinkOutput {
     pub fn new(config: &MavlinkConfig) -> MavlinkOutput {
         MavlinkOutput {
             config: config.clone(),
-            limits: config.limits(),
+            profile: config.profile(),
             shared: Arc::new(Shared {
                 slot: Mutex::new(Slot {
                     generation: 0,
                     phase: Phase::Boot,
                     blind_reason: "",
                     distance: OBSTACLE_DISTANCE_DATA::default(),
-                    obstacles: Vec::with_capacity(MAX_OBSTACLES_3D),
+                    obstacles: Vec::with_capacity(MAX_OBSTACLES_3D + 1),
+                    view: None,
                 }),
                 bell: Condvar::new(),
             }),
@@ -279,22 +478,38 @@ impl Output for MavlinkOutput {
         let shared = Arc::clone(&self.shared);
         let counters = Arc::clone(&self.counters);
         let config = self.config.clone();
+        let profile = self.profile;
         let thread = std::thread::Builder::new()
             .name("mavlink".into())
-            .spawn(move || link::run(&config, &shared, &counters))
+            .spawn(move || link::run(&config, &profile, &shared, &counters))
             .map_err(|e| crate::error::Error::Io {
                 context: "starting the MAVLink thread".into(),
                 source: e,
             })?;
         self.thread = Some(thread);
+        let p = &self.profile;
         log::info!(
-            "MAVLink: {} as system {} component {}: OBSTACLE_DISTANCE{} at >= {} Hz while seeing, nothing while blind",
+            "MAVLink: {} as system {} component {}, for {}: OBSTACLE_DISTANCE{}{} per frame (at most {} a second); \
+             while blind: {}",
             self.config.url,
             self.config.system_id,
             self.config.component_id,
-            if self.config.obstacle_distance_3d { " and OBSTACLE_DISTANCE_3D" } else { "" },
-            self.config.rate_hz
+            p.autopilot,
+            if p.obstacle_distance { "" } else { " off" },
+            match (p.obstacle_distance_3d, p.off_middle_layer) {
+                (false, _) => "",
+                (true, false) => ", OBSTACLE_DISTANCE_3D",
+                (true, true) => ", OBSTACLE_DISTANCE_3D above and below ArduPilot's middle layer",
+            },
+            self.config.max_rate_hz,
+            match p.blind {
+                BlindPolicy::Silent => "nothing".to_string(),
+                BlindPolicy::Wall => format!("a wall at {} m across the view", self.config.blind_distance_m),
+            }
         );
+        for note in self.config.notes() {
+            log::warn!("MAVLink: {note}");
+        }
         Ok(())
     }
 
@@ -310,21 +525,33 @@ impl Output for MavlinkOutput {
         if h.zones.is_empty() || *report.camera.name != *self.config.camera {
             return;
         }
+        let p = &self.profile;
         // Nearest first, so the 3D messages keep the nearest when there are too many.
         self.order.clear();
-        self.order.extend(h.obstacles.iter().enumerate().filter_map(|(i, o)| o.range_m.map(|r| (r, i))));
-        self.order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        if p.obstacle_distance_3d {
+            self.order.extend(h.obstacles.iter().enumerate().filter_map(|(i, o)| o.range_m.map(|r| (r, i))));
+            self.order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        }
         let time_usec = (report.captured_wall_ns / 1000) as u64;
         let time_boot_ms = (clock::mono_ns(report.captured) / 1_000_000) as u32;
         {
             let mut slot = self.shared.slot.lock().unwrap_or_else(|p| p.into_inner());
-            encode::obstacle_distance(h, time_usec, &self.limits, &mut slot.distance);
+            encode::obstacle_distance(h, time_usec, &p.limits, &mut slot.distance);
             slot.obstacles.clear();
-            for &(_, i) in self.order.iter().take(MAX_OBSTACLES_3D) {
-                if let Some(m) = encode::obstacle_3d(&h.obstacles[i], time_boot_ms, &self.limits) {
-                    slot.obstacles.push(m);
+            if p.obstacle_distance_3d {
+                for &(_, i) in self.order.iter() {
+                    if slot.obstacles.len() == MAX_OBSTACLES_3D {
+                        break;
+                    }
+                    if let Some(m) =
+                        encode::obstacle_3d(&h.obstacles[i], time_boot_ms, &p.limits, p.off_middle_layer)
+                    {
+                        slot.obstacles.push(m);
+                    }
                 }
+                slot.obstacles.push(encode::close_3d(time_boot_ms, &p.limits));
             }
+            slot.view = Some(h.span_deg);
             slot.generation += 1;
             if slot.phase == Phase::Standby {
                 slot.phase = Phase::Seeing;
@@ -352,11 +579,12 @@ impl Output for MavlinkOutput {
         let c = &self.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         log::info!(
-            "MAVLink {}: {} messages sent, {} send errors, {} connections",
+            "MAVLink {}: {} messages sent, {} send errors, {} connections, {} frames over max_rate_hz skipped",
             self.config.url,
             load(&c.sent),
             load(&c.errors),
-            load(&c.connects)
+            load(&c.connects),
+            load(&c.skipped)
         );
     }
 }
@@ -371,11 +599,15 @@ impl Drop for MavlinkOutput {
 mod tests {
     use super::*;
 
+    fn px4() -> MavlinkConfig {
+        MavlinkConfig { autopilot: Some(Autopilot::Px4), ..MavlinkConfig::default() }
+    }
+
     #[test]
-    fn the_default_is_valid_and_bad_values_name_their_key() {
-        assert_eq!(MavlinkConfig::default().validate(), Ok(()));
+    fn a_px4_config_is_valid_and_bad_values_name_their_key() {
+        assert_eq!(px4().validate(), Ok(()));
         let bad = |f: fn(&mut MavlinkConfig)| {
-            let mut c = MavlinkConfig::default();
+            let mut c = px4();
             f(&mut c);
             c.validate().unwrap_err()
         };
@@ -383,23 +615,61 @@ mod tests {
         assert!(bad(|c| c.url = "serial:/dev/ttyTHS1".into()).1.contains("Incomplete port settings"));
         assert!(bad(|c| c.url = "serial:/dev/ttyTHS1:fast".into()).1.contains("baud"));
         assert_eq!(bad(|c| c.system_id = 0).0, "system_id");
-        assert_eq!(bad(|c| c.rate_hz = 0.5).0, "rate_hz");
+        assert_eq!(bad(|c| c.max_rate_hz = 0.5).0, "max_rate_hz");
         assert_eq!(bad(|c| c.max_distance_m = 700.0).0, "max_distance_m");
         assert_eq!(bad(|c| c.unranged_distance_m = Some(0.1)).0, "unranged_distance_m");
+        assert_eq!(bad(|c| c.blind_distance_m = 0.3).0, "blind_distance_m");
+        let (key, msg) = bad(|c| c.autopilot = None);
+        assert_eq!(key, "autopilot");
+        assert!(msg.contains("px4 or ardupilot"), "{msg}");
+        let (key, msg) = bad(|c| c.rate_hz = Some(10.0));
+        assert_eq!(key, "rate_hz");
+        assert!(msg.contains("was removed") && msg.contains("max_rate_hz"), "{msg}");
+        let (key, msg) = bad(|c| {
+            c.obstacle_distance = false;
+            c.obstacle_distance_3d = Some(true)
+        });
+        assert_eq!(key, "obstacle_distance");
+        assert!(msg.contains("PX4 reads only OBSTACLE_DISTANCE"), "{msg}");
         for url in [
             "udpout:127.0.0.1:14550",
             "udpin:0.0.0.0:14540",
             "tcpout:10.0.0.2:5760",
             "serial:/dev/ttyTHS1:921600",
         ] {
-            let c = MavlinkConfig { url: url.into(), ..MavlinkConfig::default() };
+            let c = MavlinkConfig { url: url.into(), ..px4() };
             assert_eq!(c.validate(), Ok(()), "{url}");
         }
     }
 
     #[test]
-    fn limits_are_centimetres() {
-        let c = MavlinkConfig { unranged_distance_m: Some(1.5), ..MavlinkConfig::default() };
-        assert_eq!(c.limits(), Limits { min_cm: 30, max_cm: 3000, unranged_cm: Some(150) });
+    fn each_autopilot_gets_its_own_reading_of_unknown_blind_and_3d() {
+        let p = px4().profile();
+        assert_eq!(
+            (p.blind, p.obstacle_distance_3d, p.limits),
+            (
+                BlindPolicy::Silent,
+                false,
+                Limits { min_cm: 30, max_cm: 3000, unranged_cm: None, wall_cm: 200 }
+            )
+        );
+        let ap = MavlinkConfig { autopilot: Some(Autopilot::ArduPilot), ..MavlinkConfig::default() };
+        let p = ap.profile();
+        assert_eq!(
+            (p.blind, p.obstacle_distance_3d, p.limits.unranged_cm),
+            (BlindPolicy::Wall, false, Some(200))
+        );
+        assert!(ap.notes().is_empty());
+        // 3D with OBSTACLE_DISTANCE: only off the middle layer; 3D alone: all, with a note.
+        let both = MavlinkConfig { obstacle_distance_3d: Some(true), ..ap.clone() };
+        assert!(both.profile().off_middle_layer);
+        let alone = MavlinkConfig { obstacle_distance: false, ..both.clone() };
+        assert_eq!(alone.validate(), Ok(()));
+        assert!(!alone.profile().off_middle_layer);
+        assert!(alone.notes()[0].contains("PROXIMITY_FACE_RESET_MS"), "{:?}", alone.notes());
+        let silent = MavlinkConfig { blind: Some(BlindPolicy::Silent), ..ap };
+        assert!(silent.notes()[0].contains("NoData"), "{:?}", silent.notes());
+        let unranged = MavlinkConfig { unranged_distance_m: Some(1.5), ..px4() };
+        assert_eq!(unranged.profile().limits.unranged_cm, Some(150));
     }
 }
