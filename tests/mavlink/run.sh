@@ -76,8 +76,8 @@ $5" > "$W/$1.toml"
     fi
     kill -TERM "$jd"; wait "$jd" || { echo "FAIL $1: the daemon exited $?"; fails=$((fails + 1)); }
 }
-live px4 px4 17 "&objects=4&approach=2&stall=40&stall_ms=6000" ""
-live ardupilot ardupilot 13 "&objects=4&approach=2&stall=40&stall_ms=2500" ""
+live px4 px4 17 "&objects=8&approach=4&stall=40&stall_ms=6000" ""
+live ardupilot ardupilot 13 "&objects=6&approach=3&stall=40&stall_ms=2500" ""
 live ardupilot-3d ardupilot 10 "&objects=4&approach=2" "obstacle_distance_3d = true"
 live ardupilot-3d-only-empty ardupilot 6 "&objects=0" "obstacle_distance = false
 obstacle_distance_3d = true"

@@ -237,7 +237,7 @@ def run_px4(msgs, scene, states, reader, bins, args):
         "bins_holding": ok,
         "oob_reads": len(model.oob_reads),
         "outside_view_writes": len(res["P2"]),
-        "hold_at_s": None if model.hold_commanded_at is None else round(model.hold_commanded_at / 1e6, 2),
+        "hold_s_after_start": None if model.hold_commanded_at is None else round(model.hold_commanded_at / 1e6 - msgs[0][0], 2),
     }
     return model.name(), fails, summary
 
