@@ -40,7 +40,7 @@ say "$CLIENTS reading clients + 1 stalled"
 DEAD=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 sed "s#\"\.\./#\"$PWD/#" "$CONFIG" >"$OUT/hazards.toml"
 grep -q '^\[hazards\]' "$OUT/hazards.toml" || printf '\n[hazards]\nenabled = true\n' >>"$OUT/hazards.toml"
-{ cat "$OUT/hazards.toml"; printf '\n[output.mavlink]\nurl = "udpout:127.0.0.1:%s"\n' "$DEAD"
+{ cat "$OUT/hazards.toml"; printf '\n[output.mavlink]\nurl = "udpout:127.0.0.1:%s"\nautopilot = "ardupilot"\nobstacle_distance_3d = true\n' "$DEAD"
   printf '\n[output.ros2]\ndomain_id = %s\ninterfaces = ["127.0.0.1"]\n' $((200 + RANDOM % 30))
   printf '\n[output.mqtt]\nurl = "mqtt://127.0.0.1:%s"\nqueue_dir = "%s/mqtt-queue"\n' "$DEAD" "$OUT"; } >"$OUT/robot.toml"
 say "1 reading client, hazards on"

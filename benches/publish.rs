@@ -140,18 +140,36 @@ fn bench_mavlink(c: &mut Criterion) {
 
     let peer = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     let url = format!("udpout:{}", peer.local_addr().expect("addr"));
-    let reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 512];
-        peer.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
-        while peer.recv(&mut buf).is_ok() {}
-    });
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reader = {
+        let received = received.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            peer.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
+            while peer.recv(&mut buf).is_ok() {
+                received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
     let mut g = c.benchmark_group("publish one frame, MAVLink");
     let mut out = MavlinkOutput::new(&every_message(&url));
     out.open().expect("open");
+    // The camera the report comes from: frames of any other camera are not this output's.
+    out.ready(&jetdetect::pipeline::publish::Started {
+        source: String::new(),
+        cameras: vec![(r.camera.name.to_string(), String::new())],
+        engine: String::new(),
+        runtime: Default::default(),
+        input: [256, 256],
+        names: names.clone(),
+    });
     g.bench_function("frame() on the publisher thread (20 obstacles)", |b| {
         b.iter(|| out.frame(&r, 0, Instant::now()))
     });
     drop(out);
+    // What was measured did reach the link: every frame sent is 22 datagrams.
+    let got = received.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(got >= 22 * 10, "the MAVLink output sent {got} datagrams: frame() did nothing");
 
     // The sending thread's work per frame, on this thread: OBSTACLE_DISTANCE, 20 x 3D, the close.
     let conn = mavlink::connect::<MavMessage>(&url).expect("connect");

@@ -26,7 +26,13 @@ pub fn run(args: Args) -> Result<bool, Error> {
     c.check_files(&args.config, &text)?;
     let detector = Detector::from_config(&on_the_cpu(&c))?;
     if !args.quiet {
-        print!("# {}: OK\n{}{}", args.config.display(), model_summary(&detector), c.to_toml());
+        print!(
+            "# {}: OK\n{}{}{}",
+            args.config.display(),
+            model_summary(&detector),
+            outputs_summary(&c),
+            c.to_toml()
+        );
     }
     Ok(true)
 }
@@ -42,6 +48,32 @@ fn on_the_cpu(config: &Config) -> Config {
     }
     c.preprocess.device = jetdetect::preprocess::Device::Cpu;
     c
+}
+
+/// What the robot outputs will send, as comment lines, with the settings that work but
+/// probably not as meant.
+fn outputs_summary(c: &Config) -> String {
+    use jetdetect::output::mavlink::BlindPolicy;
+    let Some(m) = &c.output.mavlink else { return String::new() };
+    let p = m.profile();
+    let mut out = format!(
+        "# MAVLink: shaped for {}: {}{} per frame; while blind: {}\n",
+        p.autopilot,
+        if p.obstacle_distance { "OBSTACLE_DISTANCE" } else { "" },
+        match (p.obstacle_distance_3d, p.obstacle_distance) {
+            (false, _) => "",
+            (true, true) => " and OBSTACLE_DISTANCE_3D off ArduPilot's middle layer",
+            (true, false) => "OBSTACLE_DISTANCE_3D",
+        },
+        match p.blind {
+            BlindPolicy::Silent => "nothing (the autopilot's timeout takes over)".to_string(),
+            BlindPolicy::Wall => format!("a wall at {} m across the view", m.blind_distance_m),
+        }
+    );
+    for note in m.notes() {
+        out.push_str(&format!("# warning: [output.mavlink] {note}\n"));
+    }
+    out
 }
 
 /// What `run` will use of the model, as comment lines.

@@ -395,3 +395,33 @@ fn a_mavlink_output_without_hazards_is_a_config_error_naming_the_key() {
     let (_, err) = crate::common::check_config(&p);
     assert!(err.contains("jd.toml:5: [output.mavlink] rate_hz: was removed"), "{err}");
 }
+
+#[test]
+fn check_says_whose_reading_the_messages_are_shaped_for_and_warns_of_settings_that_work_against_it() {
+    let dir = crate::common::fresh_dir("mavlink", "check");
+    let p = crate::common::model_config(
+        &dir,
+        "synthetic://?frames=1",
+        "[hazards]\nenabled = true\n[output.mavlink]\nautopilot = \"ardupilot\"\nblind = \"silent\"\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jetdetect"))
+        .args(["check", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("# MAVLink: shaped for ardupilot: OBSTACLE_DISTANCE per frame; while blind: nothing"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# warning: [output.mavlink] blind = \"silent\": ArduPilot marks the sensor NoData"),
+        "{stdout}"
+    );
+    // The resolved config says it back.
+    assert!(
+        stdout.contains("autopilot = \"ardupilot\"") && stdout.contains("blind = \"silent\""),
+        "{stdout}"
+    );
+}
