@@ -183,8 +183,8 @@ pub struct Profile {
     pub obstacle_distance: bool,
     /// Send OBSTACLE_DISTANCE_3D (and its closing message).
     pub obstacle_distance_3d: bool,
-    /// Only the obstacles ArduPilot files off its middle layer go as 3D (OBSTACLE_DISTANCE
-    /// owns that layer).
+    /// Only the obstacles ArduPilot files off its middle layer go as 3D (on ArduPilot, beside
+    /// OBSTACLE_DISTANCE, which owns that layer).
     pub off_middle_layer: bool,
     /// While blind.
     pub blind: BlindPolicy,
@@ -314,7 +314,7 @@ impl MavlinkConfig {
             autopilot,
             obstacle_distance: self.obstacle_distance,
             obstacle_distance_3d: three_d,
-            off_middle_layer: three_d && self.obstacle_distance,
+            off_middle_layer: three_d && self.obstacle_distance && autopilot == Autopilot::ArduPilot,
             blind: self.blind.unwrap_or(match autopilot {
                 Autopilot::Px4 => BlindPolicy::Silent,
                 Autopilot::ArduPilot => BlindPolicy::Wall,
@@ -663,6 +663,8 @@ mod tests {
         // 3D with OBSTACLE_DISTANCE: only off the middle layer; 3D alone: all, with a note.
         let both = MavlinkConfig { obstacle_distance_3d: Some(true), ..ap.clone() };
         assert!(both.profile().off_middle_layer);
+        let px4_both = MavlinkConfig { obstacle_distance_3d: Some(true), ..px4() };
+        assert!(!px4_both.profile().off_middle_layer, "ArduPilot's layers are not PX4's business");
         let alone = MavlinkConfig { obstacle_distance: false, ..both.clone() };
         assert_eq!(alone.validate(), Ok(()));
         assert!(!alone.profile().off_middle_layer);
