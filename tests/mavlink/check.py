@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import sys
 import threading
 import time
@@ -34,28 +33,14 @@ os.environ["MAVLINK20"] = "1"
 from pymavlink import mavutil  # noqa: E402
 from pymavlink.dialects.v20 import ardupilotmega as apm  # noqa: E402
 
+# The socket reader and the box overlap are the oracles' (tests/mavlink/oracle/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "oracle"))
+import stream  # noqa: E402
+from verify import iou  # noqa: E402
+
 HFOV = 62.2
 HEIGHTS = {0: 0.5, 1: 0.3, 2: 0.7}  # box, ball, cone: the harness's [hazards.classes]
 SENT = {"HEARTBEAT", "STATUSTEXT", "OBSTACLE_DISTANCE", "OBSTACLE_DISTANCE_3D"}
-
-
-def read_socket(path, frames, stop):
-    """The daemon's detections messages (with the truth), by capture time in microseconds."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    for _ in range(600):
-        try:
-            s.connect(path)
-            break
-        except OSError:
-            time.sleep(0.1)
-    f = s.makefile("r")
-    while not stop.is_set():
-        line = f.readline()
-        if not line:
-            return
-        m = json.loads(line)
-        if m.get("type") == "detections":
-            frames[m["capture_wall_ns"] // 1000] = m
 
 
 def open_link(args):
@@ -64,14 +49,6 @@ def open_link(args):
     while not os.path.exists(args.mav):
         time.sleep(0.05)
     return mavutil.mavlink_connection(args.mav, baud=args.baud, dialect="ardupilotmega", robust_parsing=True)
-
-
-def iou(a, b):
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def main():
@@ -85,8 +62,8 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    frames, stop = {}, threading.Event()
-    reader = threading.Thread(target=read_socket, args=(args.socket, frames, stop), daemon=True)
+    events, lock, stop = [], threading.Lock(), threading.Event()
+    reader = threading.Thread(target=stream.read_socket, args=(args.socket, events, lock, stop), daemon=True)
     reader.start()
     link = open_link(args)
     got, bad, reopened = [], 0, 0
@@ -115,6 +92,8 @@ def main():
             continue
         got.append((time.time(), m.get_type(), m))
     stop.set()
+    with lock:
+        frames = {e["frame"]["capture_wall_ns"] // 1000: e["frame"] for e in events}
 
     fails = []
 

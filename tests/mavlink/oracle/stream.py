@@ -23,7 +23,9 @@ import time
 FRAME_KEYS = ("capture_wall_ns", "capture_mono_ns", "width", "height", "truth", "detections", "blind")
 
 
-def _read_socket(path, events, lock, stop):
+def read_socket(path, events, lock, stop):
+    """Appends the daemon's detections messages at `path` to `events` as {"t", "frame"} until
+    `stop` is set or the socket closes."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     for _ in range(600):
         try:
@@ -54,7 +56,7 @@ def record(port, socket_path, seconds, until=None):
     """Receives on 127.0.0.1:`port` (UDP) and reads `socket_path` for `seconds`, or until
     `until(events)` says so. Returns the stream."""
     events, lock, stop = [], threading.Lock(), threading.Event()
-    reader = threading.Thread(target=_read_socket, args=(socket_path, events, lock, stop), daemon=True)
+    reader = threading.Thread(target=read_socket, args=(socket_path, events, lock, stop), daemon=True)
     reader.start()
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", port))
