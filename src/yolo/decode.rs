@@ -353,6 +353,25 @@ mod tests {
     }
 
     #[test]
+    fn nms_suppresses_only_above_the_iou_threshold_not_at_it() {
+        // torchvision.ops.nms, which ultralytics' non_max_suppression calls, discards boxes with
+        // IoU > iou_threshold. A 20x10 box and the 10x10 box inside it overlap at exactly 0.5
+        // (100 / (200 + 100 - 100), exact in f32); a third box overlaps the first above 0.5.
+        let t = v8_tensor(&[
+            ([10.0, 5.0, 20.0, 10.0], vec![0.9]),
+            ([5.0, 5.0, 10.0, 10.0], vec![0.8]), // IoU 0.5 with the first: kept
+            ([11.0, 5.0, 20.0, 10.0], vec![0.7]), // IoU 190/210 with the first: suppressed
+        ]);
+        assert_eq!(iou([0.0, 0.0, 20.0, 10.0], [0.0, 0.0, 10.0, 10.0]), 0.5);
+        let options = DecodeOptions { iou: 0.5, ..DecodeOptions::default() };
+        let mut d = Decoder::new(Layout::V8 { anchors: 3, classes: 1 }, options);
+        let mut out = Vec::new();
+        d.decode(&t, &identity(), &mut out);
+        let got: Vec<f32> = out.iter().map(|d| d.score).collect();
+        assert_eq!(got, vec![0.9, 0.8]);
+    }
+
+    #[test]
     fn v5_scores_multiply_objectness() {
         // [N, 5 + C]: obj 0.9 x cls 0.5 = 0.45 kept; obj 0.2 (< conf) dropped even with cls 1.0.
         let t = vec![

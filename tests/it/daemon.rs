@@ -340,28 +340,43 @@ fn misbehaving_clients_do_not_disturb_the_others() {
 }
 
 #[test]
-fn frames_are_fresh_when_the_source_outruns_inference() {
+fn the_newest_frame_wins_when_the_source_outruns_inference() {
     let dir = tmpdir("fresh");
-    // Faster than inference (a few milliseconds a frame here): at 120 fps a quiet machine kept up.
+    // Faster than inference (a few milliseconds a frame here): frames must be dropped, not queued.
     let fps = 400.0;
     let d = start(&dir, &format!("synthetic://?width=320&height=240&fps={fps}&format=yuyv&seed=2"), "", &[]);
     let mut c = d.connect();
-    let mut ages = Vec::new();
-    let mut dropped = 0;
-    while ages.len() < 60 {
+    let (mut seqs, mut dropped, mut ages) = (Vec::new(), Vec::new(), Vec::new());
+    while seqs.len() < 60 {
         let v = read_msg(&mut c);
         if v["type"] == "detections" {
+            seqs.push(v["seq"].as_u64().unwrap());
+            dropped.push(v["dropped"].as_u64().unwrap());
             ages.push(num(&v, "frame_age_ms"));
-            dropped = v["dropped"].as_u64().unwrap();
         }
     }
+    // Never an older frame after a newer one; frames skipped (a queue would hand on every one);
+    // and the skipped frames counted as dropped. The count in a message may already include
+    // frames after it that were replaced while it was in inference, so the two ends may each
+    // differ by what one gap spans, no more.
+    assert!(seqs.windows(2).all(|w| w[1] > w[0]), "frames out of order: {seqs:?}");
+    let skipped: u64 = seqs.windows(2).map(|w| w[1] - w[0] - 1).sum();
+    assert!(skipped > 0, "the source outruns inference, yet no frame was skipped: {seqs:?}");
+    let widest = seqs.windows(2).map(|w| w[1] - w[0] - 1).max().unwrap_or(0);
+    let counted = dropped[59] - dropped[0];
+    assert!(
+        counted.abs_diff(skipped) <= widest,
+        "{counted} counted as dropped, {skipped} skipped (widest gap {widest}) in {seqs:?}"
+    );
+    // The age itself is a timing figure: printed here; latency targets are benchmarks
+    // (benches/load.sh, docs/benchmarks.md), never timed tests.
     ages.sort_by(f64::total_cmp);
-    let period = 1000.0 / fps;
-    let (p50, p90) = (ages[ages.len() / 2], ages[ages.len() * 9 / 10]);
-    eprintln!("frame age at inference start: p50 {p50:.2} ms, p90 {p90:.2} ms, max {:.2} ms (period {period:.2} ms)", ages[ages.len() - 1]);
-    assert!(dropped > 0, "the source is faster than inference, so frames are dropped, not queued");
-    assert!(p50 <= period, "median age {p50:.2} ms is more than one frame period");
-    assert!(p90 <= period + 10.0, "p90 age {p90:.2} ms exceeds one period + 10 ms scheduling slack");
+    eprintln!(
+        "frame age at inference start: p50 {:.2} ms, p90 {:.2} ms (period {:.2} ms); {skipped} frames skipped in 60",
+        ages[30],
+        ages[54],
+        1000.0 / fps
+    );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait(Duration::from_secs(10)).0, Some(0));
 }

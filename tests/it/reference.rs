@@ -28,7 +28,10 @@ fn load_fixture(name: &str) -> Frame {
         );
         assert!(source::open(&uri).unwrap().next_frame(&mut frame).unwrap());
     } else {
-        load_image(&root().join("tests/fixtures/images").join(name), &mut frame).unwrap();
+        // Landscape and square frames in images/, the portrait one (left/right padding) in portrait/.
+        let images = root().join("tests/fixtures/images").join(name);
+        let path = if images.exists() { images } else { root().join("tests/fixtures/portrait").join(name) };
+        load_image(&path, &mut frame).unwrap();
     }
     frame
 }

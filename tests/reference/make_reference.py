@@ -133,6 +133,10 @@ def same(a, b, px=1.0, score=1e-3) -> bool:
 
 def main() -> int:
     images = sorted((FIX / "images").glob("*.png")) + sorted((FIX / "images").glob("*.jpg"))
+    # Portrait frames: padding left and right, odd (38.5 and 37.5 columns at 256), which pins the
+    # letterbox's rounding of the left pad; the other fixtures pad above and below, or not at all.
+    # obstacles_213x301.png is a crop of scene_480x480.png, so the demo model finds obstacles in it.
+    images += [FIX / "portrait" / "scene_211x301.png", FIX / "portrait" / "obstacles_213x301.png"]
     images += [FIX / "raw" / n for n in RAW]
     (REF / "letterbox").mkdir(parents=True, exist_ok=True)
     (REF / "outputs").mkdir(parents=True, exist_ok=True)
