@@ -116,6 +116,8 @@ fn approaching_obstacles_get_their_time_to_contact_bearing_and_zone_and_misses_a
     let mut recent: std::collections::VecDeque<(u64, u64)> = Default::default();
     let (mut hazards, mut compared, mut errors, mut misses_seen) = (0, 0, Vec::new(), false);
     let mut tracked_dets = 0;
+    // The levels reached by obstacles that are the scene's approaching objects.
+    let mut approaching_levels = std::collections::BTreeMap::<String, u32>::new();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(60) && (hazards < 150 || !misses_seen) {
         let v = read(&mut c);
@@ -179,6 +181,13 @@ fn approaching_obstacles_get_their_time_to_contact_bearing_and_zone_and_misses_a
                         .any(|d| d["track_id"] == o.track_id
                             && d["x1"].as_f64().map(|x| x as f32) == Some(o.x1)));
                     let _ = (o.class_id, o.score, o.y1, o.y2, o.elevation_deg, o.velocity_px_s);
+                    let closing = truth.iter().any(|g| {
+                        g.ttc_frames.is_some()
+                            && iou([o.x1, o.y1, o.x2, o.y2], [g.x1, g.y1, g.x2, g.y2]) >= 0.5
+                    });
+                    if closing {
+                        *approaching_levels.entry(o.level.clone()).or_default() += 1;
+                    }
                     // Its time to contact against the scene's, when it is sure of it.
                     let (Some(ttc), true) = (o.ttc_s, o.ttc_confidence >= 0.5) else { continue };
                     let Some(g) = truth.iter().filter(|g| g.ttc_frames.is_some()).max_by(|a, b| {
@@ -226,7 +235,13 @@ fn approaching_obstacles_get_their_time_to_contact_bearing_and_zone_and_misses_a
     eprintln!(
         "time to contact against the truth: median relative error {median:.3}, p90 {p90:.3}, over {compared}"
     );
-    assert!(median < 0.2, "median relative error of the time to contact {median:.3} over {compared}");
+    // docs/hazards.md measures 0.04 to 0.06 on 10-minute runs; 0.026 here, twice that on a loaded machine.
+    assert!(median < 0.1, "median relative error of the time to contact {median:.3} over {compared}");
+    // Closing in is what the levels are for: the approaching objects reached caution or danger.
+    eprintln!("levels of the approaching objects' obstacles: {approaching_levels:?}");
+    let alarmed = approaching_levels.get("caution").copied().unwrap_or(0)
+        + approaching_levels.get("danger").copied().unwrap_or(0);
+    assert!(alarmed > 0, "approaching objects never reached caution or danger: {approaching_levels:?}");
     assert!(err.contains("past the 1 ms deadline"), "the log line counts the misses:\n{err}");
 }
 
@@ -344,9 +359,11 @@ fn eval_with(config: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// Half a minute of objects coming, crossing, hiding each other, closing in and leaving, scored as
-/// `jetdetect eval --hazards` scores the 10-minute runs of docs/hazards.md. The bounds here are
-/// loose (half a minute is noisy); they catch a broken chain: tracks not reaching the scorer, times
-/// to contact off by a factor, alarms never raised or raised on nothing.
+/// `jetdetect eval --hazards` scores the 10-minute runs of docs/hazards.md. The run is deterministic
+/// (the scene's seed, the model on tract): it scores IDF1 0.976, MOTA 0.968, TTC median error 0.050
+/// (84 % within 15 %), danger recall 11 of 12. The bounds sit just outside those, near the
+/// documented 10-minute figures, so a regression of the chain shows: a TTC error 5 times as large,
+/// a recall of 10 in 12, identities that switch.
 #[test]
 fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
     let dir = tmpdir("eval-replay");
@@ -359,16 +376,16 @@ fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
     assert!(r.source.contains("leave=1") && r.frames == 900 && (r.seconds - 30.0).abs() < 1e-6);
     let t = &r.tracking;
     assert!(t.objects > 1500 && t.track_seconds > 50.0, "{t:?}");
-    assert!(t.idf1 > 0.75 && t.mota > 0.6, "{t:?}");
+    assert!(t.idf1 > 0.95 && t.mota > 0.95, "{t:?}");
     assert!(t.switches_per_100_track_s < 5.0, "{t:?}");
     let per_100 = t.id_switches as f64 * 100.0 / t.track_seconds;
     assert!((per_100 - t.switches_per_100_track_s).abs() < 1e-3, "{t:?}");
     assert!(t.misses + t.false_positives < t.objects, "{t:?}");
-    assert!(r.ttc.compared > 100 && r.ttc.compared <= r.ttc.closing && r.ttc.coverage > 0.3, "{:?}", r.ttc);
-    assert!(r.ttc.median_rel_error < 0.3 && r.ttc.p90_rel_error >= r.ttc.median_rel_error, "{:?}", r.ttc);
-    assert!(r.ttc.within_15pct > 0.3, "{:?}", r.ttc);
+    assert!(r.ttc.compared > 100 && r.ttc.compared <= r.ttc.closing && r.ttc.coverage > 0.8, "{:?}", r.ttc);
+    assert!(r.ttc.median_rel_error < 0.08 && r.ttc.p90_rel_error >= r.ttc.median_rel_error, "{:?}", r.ttc);
+    assert!(r.ttc.within_15pct > 0.75, "{:?}", r.ttc);
     let d = &r.danger;
-    assert!(d.episodes >= 5 && d.recall > 0.6 && d.recalled <= d.episodes, "{d:?}");
+    assert!(d.episodes >= 10 && d.recall > 0.9 && d.recalled <= d.episodes, "{d:?}");
     assert!(d.short_recalled <= d.short_episodes && d.recall_all <= 1.0, "{d:?}");
     // Episodes the detector saw are a part of all, and the layer flags more of them.
     assert!(d.detected_episodes <= d.episodes && d.detected_recalled <= d.recalled, "{d:?}");
