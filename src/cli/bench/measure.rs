@@ -15,7 +15,6 @@
 //! apart from the steady state. [`plot`] draws the latency distributions of
 //! several runs in one SVG.
 
-use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -160,8 +159,16 @@ pub struct BenchReport {
     pub fds: Track,
     /// `(frame, RSS KiB)` samples over the run (about 50).
     pub rss_trace: Vec<(u64, u64)>,
-    /// Lines each reading client read (pipeline with clients).
+    /// Lines each reading client read (pipeline with clients): every message, `hello`, `stats`
+    /// and `hazards` ones too.
     pub client_lines: Vec<u64>,
+    /// `detections` messages each reading client read, each frame (camera and `seq`) counted
+    /// once.
+    pub client_frames: Vec<u64>,
+    /// Frames each reading client did not get of those published after its first one (a client
+    /// connects while the pipeline starts, so what came before it is not counted): a lost
+    /// message shows here, where the line count hides it among the other messages.
+    pub client_missed: Vec<u64>,
     /// Clients that were connected and never read.
     pub stalled_clients: usize,
     /// Pipeline mode: each camera's figures over the run (its frames, rates, latency).
@@ -330,6 +337,8 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         fds: sampler.fds,
         rss_trace: sampler.trace,
         client_lines: Vec::new(),
+        client_frames: Vec::new(),
+        client_missed: Vec::new(),
         stalled_clients: 0,
         cameras: Vec::new(),
     })
@@ -338,12 +347,47 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
 /// Connects `n` clients to `socket` once it exists; each reads (or, unless
 /// `read`, holds its connection without reading) until the
 /// daemon closes it and counts the lines it got.
+/// What a reading client got: lines, and the frames (camera, `seq`) of its `detections` messages.
+#[derive(Clone, Debug, Default)]
+struct ClientRead {
+    lines: u64,
+    frames: std::collections::HashSet<(String, u64)>,
+}
+
+impl ClientRead {
+    /// Of `published`, the frames this client should have had (each camera's from the first it
+    /// got on) and did not.
+    fn missed(&self, published: &[(String, u64)]) -> u64 {
+        let first = |camera: &str| self.frames.iter().filter(|(c, _)| c == camera).map(|(_, s)| *s).min();
+        published
+            .iter()
+            .filter(|(c, s)| first(c).is_none_or(|f| *s >= f) && !self.frames.contains(&(c.clone(), *s)))
+            .count() as u64
+    }
+}
+
+/// The `"camera":"…","seq":N` of a `detections` line, without parsing the whole message (50
+/// clients read every frame beside the pipeline: the bench must not become the load).
+fn detections_key(line: &[u8]) -> Option<(&[u8], u64)> {
+    const HEAD: &[u8] = b"{\"type\":\"detections\"";
+    if !line.starts_with(HEAD) {
+        return None;
+    }
+    let find = |pat: &[u8]| line.windows(pat.len()).position(|w| w == pat).map(|i| i + pat.len());
+    let cam_at = find(b"\"camera\":\"")?;
+    let cam_end = cam_at + line[cam_at..].iter().position(|&b| b == b'"')?;
+    let seq_at = find(b"\"seq\":")?;
+    let digits = line[seq_at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let seq = std::str::from_utf8(&line[seq_at..seq_at + digits]).ok()?.parse().ok()?;
+    Some((&line[cam_at..cam_end], seq))
+}
+
 fn spawn_clients(
     socket: &Path,
     n: usize,
     read: bool,
     give_up: Arc<AtomicBool>,
-) -> Vec<std::thread::JoinHandle<u64>> {
+) -> Vec<std::thread::JoinHandle<ClientRead>> {
     (0..n)
         .map(|_| {
             let (path, give_up) = (socket.to_path_buf(), give_up.clone());
@@ -353,7 +397,7 @@ fn spawn_clients(
                         break s;
                     }
                     if give_up.load(Ordering::Relaxed) {
-                        return 0;
+                        return ClientRead::default();
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 };
@@ -362,16 +406,22 @@ fn spawn_clients(
                         std::thread::sleep(Duration::from_millis(20));
                     }
                     drop(stream);
-                    return 0;
+                    return ClientRead::default();
                 }
-                let (mut lines, mut buf) = (0u64, vec![0u8; 64 * 1024]);
-                while let Ok(k) = stream.read(&mut buf) {
+                let mut got = ClientRead::default();
+                let mut reader = std::io::BufReader::with_capacity(64 * 1024, &mut stream);
+                let mut line = Vec::with_capacity(4096);
+                while let Ok(k) = std::io::BufRead::read_until(&mut reader, b'\n', &mut line) {
                     if k == 0 {
                         break;
                     }
-                    lines += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+                    got.lines += 1;
+                    if let Some((camera, seq)) = detections_key(&line) {
+                        got.frames.insert((String::from_utf8_lossy(camera).into_owned(), seq));
+                    }
+                    line.clear();
                 }
-                lines
+                got
             })
         })
         .collect()
@@ -402,9 +452,15 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         first: Option<Instant>,
         sampler: Sampler,
         detections: u64,
+        /// The frames published, (camera, seq).
+        published: Vec<(String, u64)>,
     }
-    let seen =
-        Arc::new(Mutex::new(Seen { first: None, sampler: Sampler::new(options.frames), detections: 0 }));
+    let seen = Arc::new(Mutex::new(Seen {
+        first: None,
+        sampler: Sampler::new(options.frames),
+        detections: 0,
+        published: Vec::with_capacity(options.frames as usize),
+    }));
     /// Counts what the pipeline publishes, beside the socket the clients read.
     struct Counter(Arc<Mutex<Seen>>);
     impl Output for Counter {
@@ -413,6 +469,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
                 s.first.get_or_insert_with(Instant::now);
                 s.sampler.frame();
                 s.detections += report.detections.len() as u64;
+                s.published.push((report.camera.name.to_string(), report.seq));
             }
         }
     }
@@ -422,7 +479,9 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         RunOptions { outputs, max_frames: Some(options.frames), quiet: true, ..Default::default() };
     let result = pipeline::run(&config, run_options, Arc::new(AtomicBool::new(false)));
     give_up.store(true, Ordering::Relaxed);
-    let client_lines: Vec<u64> = clients.into_iter().map(|c| c.join().unwrap_or(0)).collect();
+    let reads: Vec<ClientRead> = clients.into_iter().map(|c| c.join().unwrap_or_default()).collect();
+    let client_lines: Vec<u64> = reads.iter().map(|r| r.lines).collect();
+    let client_frames: Vec<u64> = reads.iter().map(|r| r.frames.len() as u64).collect();
     stalled.into_iter().for_each(|c| drop(c.join()));
     let summary = result?;
     let published = summary.frames.published;
@@ -430,6 +489,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         return Err(Error::Command(format!("{}: no frame was published", config.source.first().uri)));
     }
     let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let client_missed: Vec<u64> = reads.iter().map(|r| r.missed(&seen.published)).collect();
     let (stages, curve) = stage_figures(Mode::Pipeline, &summary.latency);
     Ok(BenchReport {
         label: options.label.clone(),
@@ -452,6 +512,8 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
         fds: seen.sampler.fds,
         rss_trace: std::mem::take(&mut seen.sampler.trace),
         client_lines,
+        client_frames,
+        client_missed,
         stalled_clients: options.stalled,
         cameras: summary.cameras.clone(),
     })
@@ -580,6 +642,28 @@ pub fn plot(reports: &[BenchReport], path: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_client_misses_what_was_published_after_its_first_frame_and_not_read() {
+        let published: Vec<(String, u64)> = (3..10).map(|s| ("cam0".to_string(), s)).collect();
+        let read = |seqs: &[u64]| super::ClientRead {
+            lines: 0,
+            frames: seqs.iter().map(|&s| ("cam0".to_string(), s)).collect(),
+        };
+        // Connected at frame 5: 3 and 4 were before it; 7 was lost.
+        assert_eq!(read(&[5, 6, 8, 9]).missed(&published), 1);
+        assert_eq!(read(&[3, 4, 5, 6, 7, 8, 9]).missed(&published), 0);
+        // Nothing read at all: everything is missed.
+        assert_eq!(read(&[]).missed(&published), 7);
+    }
+
+    #[test]
+    fn a_detections_line_gives_its_camera_and_seq_and_no_other_line_does() {
+        let line = br#"{"type":"detections","schema":1,"camera":"front","seq":114,"width":640}"#;
+        assert_eq!(super::detections_key(line), Some((&b"front"[..], 114)));
+        assert_eq!(super::detections_key(br#"{"type":"stats","camera":"front","seq":3}"#), None);
+        assert_eq!(super::detections_key(br#"{"type":"detections","camera":"a"}"#), None);
+    }
+
     use super::*;
 
     fn config() -> Config {
@@ -654,6 +738,9 @@ mod tests {
         for &lines in &r.client_lines {
             assert!(lines >= r.frames, "{r:?}");
         }
+        // ... and, from its first detections message on, every published frame.
+        assert_eq!(r.client_missed, vec![0, 0], "{r:?}");
+        assert!(r.client_frames.iter().all(|&n| n > 0 && n <= r.frames), "{r:?}");
         let table = format_table(&r);
         assert!(table.contains("frame_age") && table.contains("dropped"), "{table}");
 
