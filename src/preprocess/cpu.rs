@@ -300,29 +300,65 @@ mod tests {
         }
     }
 
-    /// The plain algorithm the fused one must equal: the whole frame to RGB24,
-    /// then OpenCV's two passes per pixel, padding filled first.
+    /// OpenCV's `INTER_LINEAR` taps, written from its source (`modules/imgproc/src/resize.cpp`,
+    /// `resize`'s linear set-up: `fx = (float)((dx + 0.5) * scale_x - 0.5)`, `sx = cvFloor(fx)`,
+    /// `fx -= sx`, clamped to the borders with `fx = 0`, then
+    /// `saturate_cast<short>((1.f - fx) * INTER_RESIZE_COEF_SCALE)` and `fx * ...` with
+    /// `INTER_RESIZE_COEF_SCALE = 2048`), not from [`taps`]: `(index, w0, w1)` per sample.
+    fn opencv_taps(src: u32, dst: u32) -> Vec<(usize, i32, i32)> {
+        let scale = src as f64 / dst as f64;
+        (0..dst)
+            .map(|dx| {
+                let fx = ((dx as f64 + 0.5) * scale - 0.5) as f32;
+                let sx = fx.floor() as i64;
+                let (sx, fx) = if sx < 0 {
+                    (0, 0.0)
+                } else if sx >= src as i64 - 1 {
+                    (src as i64 - 1, 0.0)
+                } else {
+                    (sx, fx - sx as f32)
+                };
+                // saturate_cast<short> rounds half to even (cvRound).
+                let q = |w: f32| (w * 2048.0).round_ties_even() as i32;
+                (sx as usize, q(1.0 - fx), q(fx))
+            })
+            .collect()
+    }
+
+    /// ultralytics' `LetterBox` geometry (`ultralytics/data/augment.py`): `r = min(h'/h, w'/w)`,
+    /// `new_unpad = round(w r), round(h r)`, `left = round(dw - 0.1)`, `top = round(dh - 0.1)`
+    /// with Python's round (half to even); not from [`Letterbox`]. `(new_w, new_h, left, top)`.
+    fn ultralytics_letterbox(w: u32, h: u32, dw: u32, dh: u32) -> (u32, u32, u32, u32) {
+        let r = (dh as f64 / h as f64).min(dw as f64 / w as f64);
+        let (nw, nh) = ((w as f64 * r).round_ties_even(), (h as f64 * r).round_ties_even());
+        let (pw, ph) = ((dw as f64 - nw) / 2.0, (dh as f64 - nh) / 2.0);
+        (nw as u32, nh as u32, (pw - 0.1).round_ties_even() as u32, (ph - 0.1).round_ties_even() as u32)
+    }
+
+    /// The plain algorithm the fused one must equal, with its own geometry and taps: the whole
+    /// frame to RGB24, then OpenCV's two passes per pixel (`INTER_RESIZE_COEF_BITS` fixed point,
+    /// the vertical pass `((a >> 4) * b0 >> 16) + ((b >> 4) * b1 >> 16) + 2 >> 2`), padding 114
+    /// first. The colour conversion is the one thing it shares with the code under test: it is
+    /// checked against OpenCV through the NumPy/ultralytics references (tests/it/reference.rs).
     fn reference(frame: &Frame, dst_w: u32, dst_h: u32) -> Vec<f32> {
-        let lb = Letterbox::new(frame.width, frame.height, dst_w, dst_h);
+        let (new_w, new_h, left, top) = ultralytics_letterbox(frame.width, frame.height, dst_w, dst_h);
         let mut rgb = Vec::new();
         colour::to_rgb(frame, &mut rgb);
-        let (mut xs, mut ys) = (Vec::new(), Vec::new());
-        taps(frame.width, lb.new_w, &mut xs);
-        taps(frame.height, lb.new_h, &mut ys);
+        let (xs, ys) = (opencv_taps(frame.width, new_w), opencv_taps(frame.height, new_h));
         let plane = (dst_w * dst_h) as usize;
-        let mut out = vec![PAD_VALUE as f32 / 255.0; 3 * plane];
+        let mut out = vec![114.0 / 255.0; 3 * plane];
         let w = frame.width as usize;
-        let hpass = |r: usize, x: &Tap, c: usize| {
-            let i1 = if x.w1 != 0 { x.index + 1 } else { x.index };
-            rgb[(r * w + x.index) * 3 + c] as i32 * x.w0 + rgb[(r * w + i1) * 3 + c] as i32 * x.w1
+        let hpass = |r: usize, &(index, w0, w1): &(usize, i32, i32), c: usize| {
+            let i1 = if w1 != 0 { index + 1 } else { index };
+            rgb[(r * w + index) * 3 + c] as i32 * w0 + rgb[(r * w + i1) * 3 + c] as i32 * w1
         };
         for (dy, ty) in ys.iter().enumerate() {
-            let r1 = (ty.index + 1).min(frame.height as usize - 1);
+            let r1 = (ty.0 + 1).min(frame.height as usize - 1);
             for (dx, tx) in xs.iter().enumerate() {
                 for c in 0..3 {
-                    let (a, b) = (hpass(ty.index, tx, c), hpass(r1, tx, c));
-                    let v = (((a >> 4) * ty.w0) >> 16) + (((b >> 4) * ty.w1) >> 16) + 2;
-                    let o = (dy + lb.top as usize) * dst_w as usize + dx + lb.left as usize;
+                    let (a, b) = (hpass(ty.0, tx, c), hpass(r1, tx, c));
+                    let v = (((a >> 4) * ty.1) >> 16) + (((b >> 4) * ty.2) >> 16) + 2;
+                    let o = (dy + top as usize) * dst_w as usize + dx + left as usize;
                     out[c * plane + o] = (v >> 2).clamp(0, 255) as f32 / 255.0;
                 }
             }
