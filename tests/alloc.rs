@@ -215,7 +215,11 @@ fn engine_allocations_per_frame_are_reported() {
 fn onnxruntime_cpu() -> Option<Config> {
     let Some(lib) = std::env::var_os("ORT_DYLIB_PATH").map(std::path::PathBuf::from).filter(|p| p.exists())
     else {
-        eprintln!("ORT_DYLIB_PATH not set: skipped");
+        assert!(
+            std::env::var_os("JETDETECT_REQUIRE_ORT").is_none(),
+            "JETDETECT_REQUIRE_ORT is set but ORT_DYLIB_PATH names no ONNX Runtime library"
+        );
+        eprintln!("ORT_DYLIB_PATH not set: skipped (JETDETECT_REQUIRE_ORT=1 makes this a failure)");
         return None;
     };
     let mut config = Config::default();
