@@ -53,23 +53,8 @@ fn on_the_cpu(config: &Config) -> Config {
 /// What the robot outputs will send, as comment lines, with the settings that work but
 /// probably not as meant.
 fn outputs_summary(c: &Config) -> String {
-    use jetdetect::output::mavlink::BlindPolicy;
     let Some(m) = &c.output.mavlink else { return String::new() };
-    let p = m.profile();
-    let mut out = format!(
-        "# MAVLink: shaped for {}: {}{} per frame; while blind: {}\n",
-        p.autopilot,
-        if p.obstacle_distance { "OBSTACLE_DISTANCE" } else { "" },
-        match (p.obstacle_distance_3d, p.obstacle_distance) {
-            (false, _) => "",
-            (true, true) => " and OBSTACLE_DISTANCE_3D off ArduPilot's middle layer",
-            (true, false) => "OBSTACLE_DISTANCE_3D",
-        },
-        match p.blind {
-            BlindPolicy::Silent => "nothing (the autopilot's timeout takes over)".to_string(),
-            BlindPolicy::Wall => format!("a wall at {} m across the view", m.blind_distance_m),
-        }
-    );
+    let mut out = format!("# MAVLink: {}\n", m.describe());
     for note in m.notes() {
         out.push_str(&format!("# warning: [output.mavlink] {note}\n"));
     }

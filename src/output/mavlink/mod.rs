@@ -328,6 +328,23 @@ impl MavlinkConfig {
         }
     }
 
+    /// What goes out, in words, for `check` and the log: `shaped for ardupilot: OBSTACLE_DISTANCE
+    /// per frame; while blind: a wall at 2 m across the view`.
+    pub fn describe(&self) -> String {
+        let p = self.profile();
+        let messages = match (p.obstacle_distance, p.obstacle_distance_3d, p.off_middle_layer) {
+            (true, false, _) => "OBSTACLE_DISTANCE",
+            (true, true, true) => "OBSTACLE_DISTANCE and OBSTACLE_DISTANCE_3D off ArduPilot's middle layer",
+            (true, true, false) => "OBSTACLE_DISTANCE and OBSTACLE_DISTANCE_3D",
+            (false, _, _) => "OBSTACLE_DISTANCE_3D",
+        };
+        let blind = match p.blind {
+            BlindPolicy::Silent => "nothing (the autopilot's timeout takes over)".to_string(),
+            BlindPolicy::Wall => format!("a wall at {} m across the view", self.blind_distance_m),
+        };
+        format!("shaped for {}: {messages} per frame; while blind: {blind}", p.autopilot)
+    }
+
     /// What the config leaves to the autopilot that it should know, for `check` and the log:
     /// a setting that works but probably not as meant.
     pub fn notes(&self) -> Vec<String> {
@@ -487,25 +504,13 @@ impl Output for MavlinkOutput {
                 source: e,
             })?;
         self.thread = Some(thread);
-        let p = &self.profile;
         log::info!(
-            "MAVLink: {} as system {} component {}, for {}: OBSTACLE_DISTANCE{}{} per frame (at most {} a second); \
-             while blind: {}",
+            "MAVLink: {} as system {} component {}, at most {} frames a second, {}",
             self.config.url,
             self.config.system_id,
             self.config.component_id,
-            p.autopilot,
-            if p.obstacle_distance { "" } else { " off" },
-            match (p.obstacle_distance_3d, p.off_middle_layer) {
-                (false, _) => "",
-                (true, false) => ", OBSTACLE_DISTANCE_3D",
-                (true, true) => ", OBSTACLE_DISTANCE_3D above and below ArduPilot's middle layer",
-            },
             self.config.max_rate_hz,
-            match p.blind {
-                BlindPolicy::Silent => "nothing".to_string(),
-                BlindPolicy::Wall => format!("a wall at {} m across the view", self.config.blind_distance_m),
-            }
+            self.config.describe()
         );
         for note in self.config.notes() {
             log::warn!("MAVLink: {note}");
@@ -671,6 +676,15 @@ mod tests {
         assert!(alone.notes()[0].contains("PROXIMITY_FACE_RESET_MS"), "{:?}", alone.notes());
         let silent = MavlinkConfig { blind: Some(BlindPolicy::Silent), ..ap };
         assert!(silent.notes()[0].contains("NoData"), "{:?}", silent.notes());
+        // In words: PX4 with 3D is not filtered by ArduPilot's layers.
+        assert_eq!(
+            MavlinkConfig { obstacle_distance_3d: Some(true), ..px4() }.describe(),
+            "shaped for px4: OBSTACLE_DISTANCE and OBSTACLE_DISTANCE_3D per frame; \
+             while blind: nothing (the autopilot's timeout takes over)"
+        );
+        assert!(both.describe().contains(
+            "OBSTACLE_DISTANCE_3D off ArduPilot's middle layer per frame; while blind: a wall at 2 m"
+        ));
         let unranged = MavlinkConfig { unranged_distance_m: Some(1.5), ..px4() };
         assert_eq!(unranged.profile().limits.unranged_cm, Some(150));
     }
