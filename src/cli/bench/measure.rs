@@ -358,10 +358,16 @@ impl ClientRead {
     /// Of `published`, the frames this client should have had (each camera's from the first it
     /// got on) and did not.
     fn missed(&self, published: &[(String, u64)]) -> u64 {
-        let first = |camera: &str| self.frames.iter().filter(|(c, _)| c == camera).map(|(_, s)| *s).min();
+        // Each camera's first frame, once (not per published frame).
+        let mut first = std::collections::HashMap::<&str, u64>::new();
+        for (c, s) in &self.frames {
+            first.entry(c).and_modify(|f| *f = (*f).min(*s)).or_insert(*s);
+        }
         published
             .iter()
-            .filter(|(c, s)| first(c).is_none_or(|f| *s >= f) && !self.frames.contains(&(c.clone(), *s)))
+            .filter(|(c, s)| {
+                first.get(c.as_str()).is_none_or(|f| s >= f) && !self.frames.contains(&(c.clone(), *s))
+            })
             .count() as u64
     }
 }
