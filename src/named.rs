@@ -8,7 +8,7 @@
 
 /// Declares a unit enum whose variants are named by words.
 ///
-/// ```ignore
+/// ```text
 /// named_enum! {
 ///     /// `[engine] kind`.
 ///     pub enum EngineKind { Auto = "auto", Tract = "tract" }

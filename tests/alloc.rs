@@ -16,6 +16,9 @@ use jetdetect::source;
 use jetdetect::stats::LatencyStats;
 use jetdetect::yolo::{ClassNames, DecodeOptions, Decoder, Layout, LayoutHint};
 
+#[path = "common/ort.rs"]
+mod ort;
+
 struct Counting;
 static COUNT: AtomicU64 = AtomicU64::new(0);
 static ON: AtomicBool = AtomicBool::new(false);
@@ -211,29 +214,23 @@ fn engine_allocations_per_frame_are_reported() {
     assert!(n < 2000, "{n} allocations per frame");
 }
 
-/// The shipped model on ONNX Runtime's CPU provider, when `ORT_DYLIB_PATH` names the library.
-fn onnxruntime_cpu() -> Option<Config> {
-    let Some(lib) = std::env::var_os("ORT_DYLIB_PATH").map(std::path::PathBuf::from).filter(|p| p.exists())
-    else {
-        assert!(
-            std::env::var_os("JETDETECT_REQUIRE_ORT").is_none(),
-            "JETDETECT_REQUIRE_ORT is set but ORT_DYLIB_PATH names no ONNX Runtime library"
-        );
-        eprintln!("ORT_DYLIB_PATH not set: skipped (JETDETECT_REQUIRE_ORT=1 makes this a failure)");
-        return None;
-    };
+/// The shipped model on ONNX Runtime's CPU provider (a test that calls this is ignored where
+/// build.rs found no library, unless `JETDETECT_REQUIRE_ORT` is set).
+fn onnxruntime_cpu() -> Config {
+    let lib = ort::library();
     let mut config = Config::default();
     config.model.path = model();
     config.engine.kind = jetdetect::engine::EngineKind::OnnxRuntime;
     config.engine.library = lib;
     config.engine.providers = vec![jetdetect::engine::Provider::Cpu];
-    Some(config)
+    config
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn onnxruntime_engine_allocations_per_frame_are_reported() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut config) = onnxruntime_cpu() else { return };
+    let mut config = onnxruntime_cpu();
     let n = detect_allocations(&config);
     // Counts the Rust side only: ONNX Runtime's own C++ allocations do not go through
     // Rust's global allocator.
@@ -253,8 +250,8 @@ const TO: usize = 260;
 /// runs, reported above), the hazard layer with tracking, times to contact, range estimates,
 /// zones and the deadline count (a 1 ms deadline: every frame misses it), and the periodic work
 /// (telemetry, stats messages) set to happen outside the window.
-fn daemon_config(tag: &str) -> Option<Config> {
-    let mut config = onnxruntime_cpu()?;
+fn daemon_config(tag: &str) -> Config {
+    let mut config = onnxruntime_cpu();
     config.source.first_mut().uri =
         "synthetic://?width=640&height=480&fps=0&format=yuyv&objects=6&seed=9&approach=2".into();
     config.hazards.enabled = true;
@@ -267,7 +264,7 @@ fn daemon_config(tag: &str) -> Option<Config> {
         std::env::temp_dir().join(format!("jetdetect-alloc-{}-{tag}.sock", std::process::id()));
     config.output.stats_interval_s = 3600;
     config.power.telemetry_ms = 3_600_000;
-    Some(config)
+    config
 }
 
 /// What one counted run of the daemon saw.
@@ -358,10 +355,11 @@ fn count_daemon(config: &Config, pipeline_only: bool) -> DaemonRun {
 /// The daemon itself, every thread of it (capture, inference, publisher with a reading client,
 /// the MAVLink link to a UDP peer), over 200 frames in steady state: not one allocation.
 #[test]
+#[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn the_whole_daemon_allocates_nothing_per_frame() {
     use std::sync::Arc;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut config) = daemon_config("all") else { return };
+    let mut config = daemon_config("all");
     // The MAVLink output sends every frame's obstacles to a UDP peer, read on a thread of its
     // own (its thread and the crate's serialisation count too).
     let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -405,9 +403,10 @@ fn the_whole_daemon_allocates_nothing_per_frame() {
 /// Runtime's choice of up to four per run), each with its own hazard layer: the whole daemon
 /// still makes no allocation per frame.
 #[test]
+#[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn several_cameras_batched_allocate_nothing_per_frame() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut config) = daemon_config("cameras") else { return };
+    let mut config = daemon_config("cameras");
     config.model.path = model().with_file_name("obstacles-v8-batch.onnx");
     let first = config.source.0[0].clone();
     config.source.0 = ["yuyv", "nv12", "rgb24"]
@@ -446,9 +445,10 @@ fn several_cameras_batched_allocate_nothing_per_frame() {
 /// RustDDS's allocate to build and send each sample; that figure is printed, not held to zero.
 #[cfg(feature = "ros2")]
 #[test]
+#[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn with_ros2_on_the_pipeline_threads_allocate_nothing_per_frame() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut config) = daemon_config("ros2") else { return };
+    let mut config = daemon_config("ros2");
     config.output.ros2 = Some(jetdetect::output::ros2::Ros2Config {
         domain_id: 200 + (std::process::id() % 30) as u16,
         interfaces: vec!["127.0.0.1".into()],

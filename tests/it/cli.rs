@@ -164,13 +164,18 @@ fn a_model_with_float16_input_is_refused_saying_how_to_export_it() {
     ]);
     let needles = ["fp16_input.onnx", "not float32", "quantize=16", "device=cpu", "precision = \"fp16\""];
     assert_clean_failure(&o, &needles);
-    if let Some(lib) = crate::onnxruntime::library() {
-        let lib = lib.to_str().unwrap();
-        let model = "tests/fixtures/models/fp16_input.onnx";
-        let args = ["--engine", "onnxruntime", "--ort-library", lib, "--providers", "cpu", "--model", model];
-        let o = jetdetect(&[&["detect"], &args[..], &["tests/fixtures/images/scene_480x480.png"]].concat());
-        assert_clean_failure(&o, &needles);
-    }
+}
+
+#[test]
+#[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
+fn a_model_with_float16_input_is_refused_on_onnxruntime_too() {
+    let lib = crate::common::ort::library();
+    let lib = lib.to_str().unwrap();
+    let model = "tests/fixtures/models/fp16_input.onnx";
+    let args = ["--engine", "onnxruntime", "--ort-library", lib, "--providers", "cpu", "--model", model];
+    let o = jetdetect(&[&["detect"], &args[..], &["tests/fixtures/images/scene_480x480.png"]].concat());
+    let needles = ["fp16_input.onnx", "not float32", "quantize=16", "device=cpu", "precision = \"fp16\""];
+    assert_clean_failure(&o, &needles);
 }
 
 #[test]

@@ -195,10 +195,12 @@ fn every_family_and_export_decodes_as_ultralytics_predict_on_tract() {
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn every_family_and_export_decodes_as_ultralytics_predict_on_onnxruntime() {
-    let Some(lib) = crate::onnxruntime::library() else { return };
+    let lib = crate::common::ort::library();
     let n = compare_all("onnxruntime", Some(&lib));
     eprintln!("onnxruntime: {n} boxes the same as ultralytics' predict");
+    assert!(n > 300, "{n} boxes: the references should have hundreds");
 }
 
 #[test]

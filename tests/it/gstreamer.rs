@@ -2,8 +2,8 @@
 //! `videotestsrc`, and a real RTSP server (gst-rtsp-server through python3-gi,
 //! `tests/rtsp/server.py`) streaming H.264 on 127.0.0.1.
 //!
-//! Without GStreamer's tools these tests say so and pass, unless `JETDETECT_REQUIRE_GST=1`
-//! (`.ci/run` sets it and installs them).
+//! Without GStreamer's tools (as build.rs found them) these tests are reported as ignored, unless
+//! `JETDETECT_REQUIRE_GST=1` (`.ci/run` sets it and installs them): then a missing tool fails them.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -15,23 +15,21 @@ use jetdetect::source::{self, FrameSource, SourceError};
 
 use crate::common;
 
-/// True when `gst-launch-1.0` (and, with `rtsp`, the RTSP server's Python bindings) are here.
-fn have_gst(rtsp: bool) -> bool {
+/// Checks that `gst-launch-1.0` (and, with `rtsp`, the RTSP server's Python bindings) are here:
+/// the test runs only where build.rs found them or `JETDETECT_REQUIRE_GST` is set.
+fn need_gst(rtsp: bool) {
     let gst = Command::new("gst-launch-1.0").arg("--version").output().is_ok_and(|o| o.status.success());
     let py = !rtsp
         || Command::new("/usr/bin/python3")
             .args(["-c", "import gi; gi.require_version('GstRtspServer', '1.0')"])
             .output()
             .is_ok_and(|o| o.status.success());
-    if gst && py {
-        return true;
-    }
     assert!(
-        std::env::var_os("JETDETECT_REQUIRE_GST").is_none(),
-        "JETDETECT_REQUIRE_GST is set but GStreamer's tools or python3-gi's RTSP server are missing"
+        gst && py,
+        "GStreamer's tools{} are missing: apt install gstreamer1.0-tools \
+         gstreamer1.0-plugins-{{base,good,bad}} python3-gi gir1.2-gst-rtsp-server-1.0",
+        if rtsp { " or python3-gi's RTSP server" } else { "" }
     );
-    eprintln!("skipped: install gstreamer1.0-tools gstreamer1.0-plugins-{{base,good,bad}} python3-gi gir1.2-gst-rtsp-server-1.0");
-    false
 }
 
 /// The next frame, skipping reports of a stream that is (re)starting, for at most `limit`.
@@ -50,10 +48,9 @@ fn frame_within(src: &mut dyn FrameSource, frame: &mut Frame, limit: Duration) -
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_gst), ignore = "needs GStreamer: gst-launch-1.0 (docs/reliability.md)")]
 fn gst_pipeline_frames_arrive_at_their_size_with_timestamps_on_the_monotonic_clock() {
-    if !have_gst(false) {
-        return;
-    }
+    need_gst(false);
     let mut src =
         source::open("gst://videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=30/1")
             .unwrap();
@@ -80,10 +77,9 @@ fn gst_pipeline_frames_arrive_at_their_size_with_timestamps_on_the_monotonic_clo
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_gst), ignore = "needs GStreamer: gst-launch-1.0 (docs/reliability.md)")]
 fn missing_elements_and_broken_pipelines_are_config_errors_that_name_what_to_install() {
-    if !have_gst(false) {
-        return;
-    }
+    need_gst(false);
     let mut frame = Frame::empty();
     for (uri, want) in [
         // No Argus on a PC: the error names JetPack's package.
@@ -108,10 +104,9 @@ fn missing_elements_and_broken_pipelines_are_config_errors_that_name_what_to_ins
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_gst), ignore = "needs GStreamer: gst-launch-1.0 (docs/reliability.md)")]
 fn a_gst_pipeline_that_ends_well_ends_the_stream_and_one_that_fails_is_retried() {
-    if !have_gst(false) {
-        return;
-    }
+    need_gst(false);
     let mut src = source::open("gst://videotestsrc num-buffers=5 ! video/x-raw,width=64,height=48").unwrap();
     let mut frame = Frame::empty();
     let mut frames = 0;
@@ -140,10 +135,9 @@ fn a_gst_pipeline_that_ends_well_ends_the_stream_and_one_that_fails_is_retried()
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_gst), ignore = "needs GStreamer: gst-launch-1.0 (docs/reliability.md)")]
 fn the_child_is_stopped_and_reaped_when_the_source_goes() {
-    if !have_gst(false) {
-        return;
-    }
+    need_gst(false);
     let mut src =
         GstSource::open("gst://videotestsrc is-live=true ! video/x-raw,width=64,height=48").unwrap();
     let mut frame = Frame::empty();
@@ -156,10 +150,9 @@ fn the_child_is_stopped_and_reaped_when_the_source_goes() {
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_gst), ignore = "needs GStreamer: gst-launch-1.0 (docs/reliability.md)")]
 fn the_pipeline_dies_with_a_killed_daemon() {
-    if !have_gst(false) {
-        return;
-    }
+    need_gst(false);
     let dir = common::fresh_dir("gst", "orphan");
     // One frame, then silence for 100 s: a child with nothing to write never meets the closed
     // pipe that would end it, so only PR_SET_PDEATHSIG can.
@@ -231,10 +224,12 @@ impl Drop for KillOnDrop {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_rtsp_server),
+    ignore = "needs GStreamer and python3-gi's GstRtspServer (docs/reliability.md)"
+)]
 fn an_rtsp_camera_that_restarts_is_read_again_without_reopening_the_source() {
-    if !have_gst(true) {
-        return;
-    }
+    need_gst(true);
     let port = crate::common::free_tcp_port();
     let server = rtsp_server(port, None);
     let uri = format!("rtsp://127.0.0.1:{port}/cam?latency_ms=0");
@@ -263,10 +258,12 @@ fn an_rtsp_camera_that_restarts_is_read_again_without_reopening_the_source() {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_rtsp_server),
+    ignore = "needs GStreamer and python3-gi's GstRtspServer (docs/reliability.md)"
+)]
 fn rtsp_credentials_come_from_a_file_and_wrong_ones_are_named() {
-    if !have_gst(true) {
-        return;
-    }
+    need_gst(true);
     let port = crate::common::free_tcp_port();
     let _server = rtsp_server(port, Some(("robot", "s3cret word")));
     let dir = common::fresh_dir("gst", "credentials");
@@ -292,10 +289,9 @@ fn rtsp_credentials_come_from_a_file_and_wrong_ones_are_named() {
 }
 
 #[test]
+#[cfg_attr(not(jetdetect_has_gst), ignore = "needs GStreamer: gst-launch-1.0 (docs/reliability.md)")]
 fn an_unreachable_rtsp_camera_is_named_and_the_other_cameras_keep_being_served() {
-    if !have_gst(false) {
-        return;
-    }
+    need_gst(false);
     let dir = common::fresh_dir("gst", "cameras");
     let closed = crate::common::free_tcp_port();
     let cfg = dir.join("jd.toml");

@@ -1,7 +1,8 @@
 //! `[output.mqtt]` against a real broker: Debian's mosquitto, started here on a free 127.0.0.1
 //! port, and its own `mosquitto_sub` as the independent subscriber (tests/mqtt/check.py does the
-//! same with paho-mqtt in CI). Without mosquitto installed these tests say so and pass, unless
-//! `JETDETECT_REQUIRE_MQTT=1` (set by `.ci/run`, which installs it).
+//! same with paho-mqtt in CI). Without mosquitto (as build.rs found it) the tests that need a broker
+//! are reported as ignored, unless `JETDETECT_REQUIRE_MQTT=1` (set by `.ci/run`, which installs
+//! it): then a missing mosquitto fails them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,18 +12,16 @@ use std::time::{Duration, Instant};
 
 use crate::common::{free_tcp_port as free_port, fresh_dir, repo, Daemon};
 
-/// Whether mosquitto is here; panics when it must be.
-fn have_mosquitto() -> bool {
-    let ok = Command::new("mosquitto").arg("-h").output().is_ok()
-        && Command::new("mosquitto_sub").arg("--help").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("JETDETECT_REQUIRE_MQTT").is_none(),
-            "JETDETECT_REQUIRE_MQTT is set but mosquitto / mosquitto_sub are missing (apt install mosquitto mosquitto-clients)"
-        );
-        eprintln!("mosquitto is not installed: MQTT test skipped (apt install mosquitto mosquitto-clients)");
-    }
-    ok
+/// Checks that mosquitto and its clients are here: a test that calls this runs only where build.rs
+/// found them or `JETDETECT_REQUIRE_MQTT` is set.
+fn need_mosquitto() {
+    let ok = ["mosquitto", "mosquitto_sub", "mosquitto_pub"]
+        .iter()
+        .all(|p| Command::new(p).arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok());
+    assert!(
+        ok,
+        "mosquitto / mosquitto_sub / mosquitto_pub are missing: apt install mosquitto mosquitto-clients"
+    );
 }
 
 /// A mosquitto broker with its config in `dir`.
@@ -172,17 +171,14 @@ impl Drop for Sub {
     }
 }
 
-/// A test's folder, an open broker there and a subscriber to `jetdetect/#` that is live; `None`
-/// (the test passes, saying why) without mosquitto.
-fn open_broker(name: &str) -> Option<(PathBuf, Broker, Sub)> {
-    if !have_mosquitto() {
-        return None;
-    }
+/// A test's folder, an open broker there and a subscriber to `jetdetect/#` that is live.
+fn open_broker(name: &str) -> (PathBuf, Broker, Sub) {
+    need_mosquitto();
     let dir = fresh_dir("mqtt", name);
     let broker = Broker::start(&dir, "allow_anonymous true", "");
     let sub = Sub::start(broker.port, &format!("watcher-{name}"), &[]);
     sub.wait_ready(broker.port, "jetdetect/probe/x", &[]);
-    Some((dir, broker, sub))
+    (dir, broker, sub)
 }
 
 /// A config: a synthetic camera of `frames` frames at `fps`, hazards on, `[output.mqtt]` with `mqtt`.
@@ -275,8 +271,12 @@ fn same_in_order(what: &str, want: &[u64], got: &[u64]) -> (usize, usize) {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_mosquitto),
+    ignore = "needs mosquitto and mosquitto-clients (docs/reliability.md)"
+)]
 fn hazards_stats_and_status_reach_the_broker_and_survive_its_outage() {
-    let Some((dir, mut broker, sub)) = open_broker("outage") else { return };
+    let (dir, mut broker, sub) = open_broker("outage");
     // The outage: 8 s here; JETDETECT_MQTT_OUTAGE_S=30 for the figure.
     let outage: u64 = std::env::var("JETDETECT_MQTT_OUTAGE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
     let fps = 10;
@@ -368,9 +368,13 @@ fn hazards_stats_and_status_reach_the_broker_and_survive_its_outage() {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_mosquitto),
+    ignore = "needs mosquitto and mosquitto-clients (docs/reliability.md)"
+)]
 fn a_restart_while_the_broker_is_down_loses_nothing() {
     // The subscriber's session is made, then the broker goes away with it saved.
-    let Some((dir, mut broker, sub)) = open_broker("restart") else { return };
+    let (dir, mut broker, sub) = open_broker("restart");
     broker.stop();
     let cfg =
         config(&dir, 10, 25, &format!("url = \"mqtt://127.0.0.1:{}\"\ndevice = \"rover-2\"\n", broker.port));
@@ -420,10 +424,12 @@ fn a_restart_while_the_broker_is_down_loses_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_mosquitto),
+    ignore = "needs mosquitto and mosquitto-clients (docs/reliability.md)"
+)]
 fn tls_logins_and_acls_are_enforced_and_bad_ones_get_one_clear_line() {
-    if !have_mosquitto() {
-        return;
-    }
+    need_mosquitto();
     let dir = fresh_dir("mqtt", "tls");
     let certs = dir.join("certs");
     let out = Command::new("bash").arg(repo().join("tests/mqtt/certs.sh")).arg(&certs).output().unwrap();
@@ -551,10 +557,12 @@ fn bad_mqtt_values_are_config_errors_naming_the_file_line_and_key() {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_mosquitto),
+    ignore = "needs mosquitto and mosquitto-clients (docs/reliability.md)"
+)]
 fn the_fleet_command_shows_every_robot_live_and_offline_after() {
-    if !have_mosquitto() {
-        return;
-    }
+    need_mosquitto();
     let dir = fresh_dir("mqtt", "fleet");
     let broker = Broker::start(&dir, "allow_anonymous true", "");
     let url = format!("mqtt://127.0.0.1:{}", broker.port);
@@ -616,10 +624,12 @@ fn the_fleet_command_shows_every_robot_live_and_offline_after() {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_mosquitto),
+    ignore = "needs mosquitto and mosquitto-clients (docs/reliability.md)"
+)]
 fn a_bridge_carries_a_robot_to_the_central_broker() {
-    if !have_mosquitto() {
-        return;
-    }
+    need_mosquitto();
     // The central broker, and a site broker the robots use, bridged to it as in docs/fleet.md.
     let central_dir = fresh_dir("mqtt", "bridge-central");
     let central = Broker::start(&central_dir, "allow_anonymous true", "");
@@ -681,9 +691,13 @@ fn a_bridge_carries_a_robot_to_the_central_broker() {
 }
 
 #[test]
+#[cfg_attr(
+    not(jetdetect_has_mosquitto),
+    ignore = "needs mosquitto and mosquitto-clients (docs/reliability.md)"
+)]
 fn a_queue_that_cannot_be_written_is_reported_and_counted_not_fatal() {
     use std::os::unix::process::CommandExt as _;
-    let Some((dir, broker, sub)) = open_broker("disk-full") else { return };
+    let (dir, broker, sub) = open_broker("disk-full");
     let cfg = config(
         &dir,
         10,
