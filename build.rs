@@ -16,6 +16,11 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// Where the tests look for ONNX Runtime (`ORT_DYLIB_PATH`, or the wheel under `target/ort`).
+#[path = "tests/common/ort.rs"]
+#[allow(dead_code)] // the tests' `library()`
+mod ort;
+
 /// One requirement: its `cfg` name, its `JETDETECT_REQUIRE_*` switch and whether it is here.
 struct Requirement {
     cfg: &'static str,
@@ -48,7 +53,11 @@ fn main() {
     let root = is_root();
     let gst = on_path("gst-launch-1.0");
     let requirements = [
-        Requirement { cfg: "jetdetect_has_ort", switch: "JETDETECT_REQUIRE_ORT", present: onnxruntime() },
+        Requirement {
+            cfg: "jetdetect_has_ort",
+            switch: "JETDETECT_REQUIRE_ORT",
+            present: ort::find().is_some(),
+        },
         Requirement { cfg: "jetdetect_has_gst", switch: "JETDETECT_REQUIRE_GST", present: gst },
         Requirement {
             cfg: "jetdetect_has_rtsp_server",
@@ -106,18 +115,5 @@ fn is_root() -> bool {
             .find_map(|l| l.strip_prefix("Uid:"))
             .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
             .unwrap_or(false)
-    })
-}
-
-/// Whether an ONNX Runtime library is where the tests look: `ORT_DYLIB_PATH`, or the wheel
-/// `.ci/run` unpacks under `target/ort`.
-fn onnxruntime() -> bool {
-    if env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).is_file()) {
-        return true;
-    }
-    let Some(manifest) = env::var_os("CARGO_MANIFEST_DIR") else { return false };
-    let capi = Path::new(&manifest).join("target/ort/onnxruntime/capi");
-    std::fs::read_dir(capi).is_ok_and(|mut d| {
-        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libonnxruntime.so.")))
     })
 }
