@@ -17,14 +17,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jetdetect::clock::mono_ns;
-use jetdetect::detector::StageTimes;
 use jetdetect::frame::Frame;
 use jetdetect::hazard::{CameraConfig, HazardFrame, Hazards, HazardsConfig};
 use jetdetect::output::mqtt::link::{self, Net};
 use jetdetect::output::mqtt::{MqttConfig, MqttOutput};
 use jetdetect::output::Output;
-use jetdetect::pipeline::publish::Started;
-use jetdetect::pipeline::report::{CameraId, FrameReport};
+use jetdetect::output::Started;
+use jetdetect::report::{CameraId, FrameReport};
+use jetdetect::stats::StageTimes;
 use jetdetect::yolo::{ClassNames, Detection};
 
 fn env(name: &str, default: f64) -> f64 {

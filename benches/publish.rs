@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use jetdetect::output::protocol::{write_detections, FrameReport};
+use jetdetect::output::protocol::write_detections;
 use jetdetect::output::socket::SocketServer;
+use jetdetect::report::FrameReport;
 use jetdetect::yolo::Detection;
 
 fn report() -> FrameReport {
@@ -115,7 +116,7 @@ fn bench(c: &mut Criterion) {
 /// 22 messages over UDP to a reading peer).
 fn bench_mavlink(c: &mut Criterion) {
     use jetdetect::output::mavlink::MavlinkOutput;
-    use jetdetect::pipeline::publish::Output;
+    use jetdetect::output::Output;
     use mavlink::dialects::ardupilotmega::MavMessage;
     use mavlink::MavConnection;
 
@@ -155,7 +156,7 @@ fn bench_mavlink(c: &mut Criterion) {
     let mut out = MavlinkOutput::new(&every_message(&url));
     out.open().expect("open");
     // The camera the report comes from: frames of any other camera are not this output's.
-    out.ready(&jetdetect::pipeline::publish::Started {
+    out.ready(&jetdetect::output::Started {
         source: String::new(),
         cameras: vec![(r.camera.name.to_string(), String::new())],
         engine: String::new(),
@@ -193,7 +194,7 @@ fn bench_mavlink(c: &mut Criterion) {
     #[cfg(feature = "ros2")]
     {
         use jetdetect::output::ros2::{Ros2Config, Ros2Output};
-        use jetdetect::pipeline::publish::Started;
+        use jetdetect::output::Started;
         let mut g = c.benchmark_group("publish one frame, ROS 2");
         let config = Ros2Config {
             domain_id: 220 + (std::process::id() % 10) as u16,

@@ -3,13 +3,14 @@
 //! [`Detector`] owns one of each stage and their buffers, times each stage,
 //! and is what both the one-shot `detect` command and the daemon run.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::Config;
 use crate::engine::{self, Engine, EngineOptions, InputStage, StageDevice};
 use crate::error::{Error, Result};
 use crate::frame::{encode_rgb, Frame, PixelFormat};
 use crate::preprocess::{self, graph, CpuPreprocessor, Letterbox, PreprocessError, Preprocessor};
+use crate::stats::StageTimes;
 
 /// Accelerator graphs kept for frame geometries seen recently (a camera that
 /// renegotiates, a folder of differently sized images).
@@ -31,17 +32,6 @@ struct DeviceStage {
 use crate::yolo::{
     ClassNames, DecodeOptions, Decoder, Detection, KnownClasses, Layout, LayoutError, LayoutHint, Metadata,
 };
-
-/// How long each stage took for the last frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StageTimes {
-    /// Colour conversion + letterbox + normalisation.
-    pub preprocess: Duration,
-    /// The engine run.
-    pub inference: Duration,
-    /// Candidate extraction + NMS + box mapping.
-    pub decode: Duration,
-}
 
 /// The DLA cores and SoC of the board at `root` (`[power] root`), as `power` finds them, for
 /// the engine.

@@ -2,10 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
+use crate::config::error::ConfigError;
 use crate::engine::EngineError;
-use crate::output::http::HttpError;
-use crate::output::socket::SocketError;
 use crate::power::PowerError;
 use crate::preprocess::PreprocessError;
 use crate::source::SourceError;
@@ -74,18 +72,11 @@ pub enum Error {
     /// The clock profile could not be applied (`[power] on_failure = "exit"`), or put back.
     #[error("[power]: {0}")]
     Power(#[from] PowerError),
-    /// The detections socket could not be set up.
-    #[error("[output] socket: {0}")]
-    Socket(#[from] SocketError),
-    /// The HTTP server (`[metrics]`, `[view]`) could not be set up.
+    /// An output (the socket, the HTTP server, ROS 2, MQTT, MAVLink) could not be set up; the
+    /// message names its section. Boxed: the outputs' own error type is theirs (`output/`),
+    /// and this one names none of them.
     #[error("{0}")]
-    Http(#[from] HttpError),
-    /// The ROS 2 node could not be set up (`[output.ros2]`).
-    #[error("[output.ros2]: {0}")]
-    Ros2(String),
-    /// The MQTT output could not be set up (`[output.mqtt]`).
-    #[error("[output.mqtt]: {0}")]
-    Mqtt(String),
+    Output(Box<dyn std::error::Error + Send + Sync>),
     /// `jetdetect clocks` could not read, write or restore a clock.
     #[error("{0}")]
     Clocks(#[source] PowerError),

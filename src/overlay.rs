@@ -16,7 +16,7 @@ use embedded_graphics::primitives::{PrimitiveStyleBuilder, Rectangle, StrokeAlig
 use embedded_graphics::text::{Baseline, Text};
 
 use crate::hazard::zones::Level;
-use crate::pipeline::report::FrameReport;
+use crate::report::FrameReport;
 use crate::yolo::{ClassNames, Detection};
 
 /// Class colours, by class id modulo their number.

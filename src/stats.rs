@@ -3,7 +3,21 @@
 //! Values are recorded in microseconds (1 us to 60 s, 3 significant digits):
 //! recording never allocates, so it is safe on the per-frame path.
 
+use std::time::Duration;
+
 use hdrhistogram::Histogram;
+
+/// How long each stage of the detector took for one frame (set by `Detector`, reported with
+/// the frame).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    /// Colour conversion + letterbox + normalisation.
+    pub preprocess: Duration,
+    /// The engine run.
+    pub inference: Duration,
+    /// Candidate extraction + NMS + box mapping.
+    pub decode: Duration,
+}
 
 /// A stage the daemon times per frame, in pipeline order. Messages, metrics and logs name
 /// them by [`Stage::name`].

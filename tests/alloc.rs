@@ -10,8 +10,9 @@ use jetdetect::config::Config;
 use jetdetect::detector::Detector;
 use jetdetect::engine::{self, EngineOptions};
 use jetdetect::frame::Frame;
-use jetdetect::output::protocol::{write_detections, FrameReport};
+use jetdetect::output::protocol::write_detections;
 use jetdetect::preprocess::{CpuPreprocessor, Fit, Preprocessor};
+use jetdetect::report::FrameReport;
 use jetdetect::source;
 use jetdetect::stats::LatencyStats;
 use jetdetect::yolo::{ClassNames, DecodeOptions, Decoder, Layout, LayoutHint};
@@ -328,7 +329,7 @@ fn count_daemon(config: &Config, pipeline_only: bool) -> DaemonRun {
             }
         }
     }
-    let mut outputs = jetdetect::output::open(config);
+    let mut outputs = jetdetect::daemon::outputs(config);
     outputs.push(Box::new(Window(seen.clone(), counted.clone())));
     let options = jetdetect::pipeline::RunOptions {
         outputs,

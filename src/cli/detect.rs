@@ -9,8 +9,8 @@ use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
 use jetdetect::output::protocol;
 use jetdetect::overlay;
-use jetdetect::pipeline::report::FrameReport;
 use jetdetect::preprocess::colour;
+use jetdetect::report::FrameReport;
 use jetdetect::source::{self, file::load_image, file::IMAGE_EXTENSIONS};
 use jetdetect::yolo::{ClassNames, Detection};
 use jetdetect::Error;
@@ -42,7 +42,7 @@ fn draw(dir: &Path, frame: &Frame, dets: &[Detection], names: &ClassNames, uri: 
     report.seq = frame.seq;
     report.captured_wall_ns = frame.captured_wall_ns;
     report.detections.extend_from_slice(dets);
-    report.camera = jetdetect::pipeline::report::CameraId::new(0, "detect");
+    report.camera = jetdetect::report::CameraId::new(0, "detect");
     overlay::draw(&mut rgb, &report, names);
     let stem = Path::new(&frame.label).file_stem().and_then(|s| s.to_str()).unwrap_or("frame");
     let stem: String =

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
-    let mut outputs = output::open(&cfg);
+    let mut outputs = jetdetect::daemon::outputs(&cfg);
     if echo {
         outputs.push(Box::new(output::echo::Echo::default()));
     }

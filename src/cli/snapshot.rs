@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use jetdetect::config::Config;
 use jetdetect::output::http::read_token;
+use jetdetect::output::OutputError;
 use jetdetect::Error;
 
 /// `jetdetect snapshot`.
@@ -65,7 +66,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
         .into();
     let mut request = agent.get(&url);
     if let Some(f) = &token_file {
-        let token = read_token(f)?;
+        let token = read_token(f).map_err(OutputError::from)?;
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
     let mut response = request

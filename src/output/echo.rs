@@ -5,8 +5,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::client;
-use crate::pipeline::publish::{Health, Output, Started};
-use crate::pipeline::report::FrameReport;
+use crate::output::{Health, Output, Started};
+use crate::report::FrameReport;
 use crate::yolo::ClassNames;
 
 use super::protocol;

@@ -1,10 +1,11 @@
-//! Where detections go. Each output implements [`Output`] (`pipeline::publish`): the UNIX socket
+//! Where detections go. Each output implements [`Output`], the pipeline's only view of it: the UNIX socket
 //! and its protocol, the optional HTTP server (Prometheus text, the live view), systemd
 //! notifications, `--echo`,
 //! MAVLink to a flight controller (`[output.mavlink]`), ROS 2 topics (`[output.ros2]`) and a
 //! fleet's MQTT broker (`[output.mqtt]`).
 //! Outputs read finished frame reports and interval figures; they never reach back into the
-//! pipeline's stages. A new output is a file here, its config section, and one line in [`open`].
+//! pipeline's stages. A new output is a file here, its config section, and one line in
+//! `daemon::outputs`. [`tap`] is where the live view takes its pictures from.
 
 pub mod echo;
 pub mod http;
@@ -14,41 +15,139 @@ pub mod notify;
 pub mod protocol;
 pub mod ros2;
 pub mod socket;
+pub mod tap;
 
-pub use crate::pipeline::publish::Output;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::power::telemetry::Telemetry;
+use crate::report::{Blind, CameraStats, FrameCounters, FrameReport, SourceState};
+use crate::stats::{DeadlineMisses, LatencyStats};
+use crate::yolo::ClassNames;
 
-/// The outputs `config` asks for: systemd's notify socket (when systemd set one; it keeps the
-/// watchdog fed from now until the pipeline is ready), the socket (`[output]`) and the
-/// HTTP server (`[metrics] listen`, with the live view under `[view]`), which bind when the
-/// pipeline opens them.
-pub fn open(config: &Config) -> Vec<Box<dyn Output>> {
-    let o = &config.output;
-    let group = (!o.socket_group.is_empty()).then_some(o.socket_group.as_str());
-    let mut outputs: Vec<Box<dyn Output>> = vec![
-        Box::new(notify::NotifyOutput::from_env()),
-        Box::new(
-            socket::SocketOutput::new(&o.socket, group, o.client_buffer_kib * 1024)
-                .with_hazards(config.hazards.enabled),
-        ),
-    ];
-    if let Some(m) = &config.output.mavlink {
-        outputs.push(Box::new(mavlink::MavlinkOutput::new(m)));
+/// What the pipeline runs, once it is ready (the socket's `hello` message says it).
+#[derive(Clone, Debug)]
+pub struct Started {
+    /// The sources, as opened (several: each after its camera's name, `; `-separated).
+    pub source: String,
+    /// Each camera's name and source, in config order.
+    pub cameras: Vec<(String, String)>,
+    /// The engine and model.
+    pub engine: String,
+    /// Runtime library versions (`onnxruntime`, `tensorrt`, `cuda`), when the engine loads any.
+    pub runtime: BTreeMap<String, String>,
+    /// Model input `[width, height]`.
+    pub input: [u32; 2],
+    /// The class names.
+    pub names: ClassNames,
+}
+
+/// The figures of one stats interval (or, at the end, of the whole run).
+pub struct Interval<'a> {
+    /// Seconds since the pipeline was ready.
+    pub uptime_s: f64,
+    /// Seconds the interval covers.
+    pub interval_s: f64,
+    /// Counters since start.
+    pub totals: FrameCounters,
+    /// Counters over the interval.
+    pub delta: FrameCounters,
+    /// Frames processed per second over the interval.
+    pub fps: f64,
+    /// Clients connected to all outputs.
+    pub clients: usize,
+    /// The sources' health, combined ([`SourceState::combined`]).
+    pub source: &'a SourceState,
+    /// Each camera's figures.
+    pub cameras: &'a [CameraStats],
+    /// Latency histograms over the interval (the whole run at the end).
+    pub latency: &'a LatencyStats,
+    /// The board's latest telemetry sample.
+    pub telemetry: &'a Telemetry,
+    /// `[latency] deadline_ms` (0: none).
+    pub deadline_ms: f64,
+    /// Deadline misses over the interval (the whole run at the end), per stage.
+    pub misses: &'a DeadlineMisses,
+    /// Whether a camera is blind now, and why (the first blind camera).
+    pub blind: Option<&'a Blind>,
+}
+
+/// The pipeline's liveness, each turn of the publisher loop.
+#[derive(Clone, Copy, Debug)]
+pub struct Health<'a> {
+    /// Time since a stage last showed progress (a frame, or a camera retry).
+    pub since_progress: Duration,
+    /// A stop was asked for (signal, frame count, end of source).
+    pub stopping: bool,
+    /// The cameras with no fresh frame within their freshness bound, and why (empty: all see).
+    pub blind: &'a [Blind],
+    /// `[latency] stale_ms`.
+    pub stale: Duration,
+    /// Set by the publisher: while a camera is blind, a notice is due (when a camera goes
+    /// blind, then every `stale`). Outputs that publish blind notices send one per blind
+    /// camera exactly then.
+    pub blind_notice: bool,
+}
+
+/// Something published frames and statistics go to. Every method runs on the publisher
+/// thread between frames and must not block: a slow consumer is the output's to drop.
+pub trait Output: Send {
+    /// Claims what the output needs (binds a socket, a port), after the clocks, the source and
+    /// the model, before the pipeline's threads start: a client that can connect finds the
+    /// daemon set up. An error stops the start.
+    fn open(&mut self) -> Result<(), OutputError> {
+        Ok(())
     }
-    #[cfg(feature = "ros2")]
-    if let Some(r) = &config.output.ros2 {
-        outputs.push(Box::new(ros2::Ros2Output::new(r, config.hazards.enabled)));
+    /// The pipeline is ready: model loaded, warmed up, threads started.
+    fn ready(&mut self, _started: &Started) {}
+    /// One published frame, `dropped` frames displaced so far, at `now`.
+    fn frame(&mut self, _report: &FrameReport, _dropped: u64, _now: Instant) {}
+    /// Every turn of the publisher loop (about every 20 ms).
+    fn tick(&mut self, _health: &Health<'_>) {}
+    /// Every stats interval.
+    fn interval(&mut self, _interval: &Interval<'_>) {}
+    /// The run ended for `reason`; `run` holds the whole run's figures.
+    fn finish(&mut self, _run: &Interval<'_>, _reason: &str) {}
+    /// Where this output takes pictures from, when it shows frames (the live view): inference
+    /// hands frames to the tap while someone watches ([`tap`]).
+    fn picture_tap(&self) -> Option<std::sync::Arc<tap::PictureTap>> {
+        None
     }
-    #[cfg(feature = "mqtt")]
-    if let Some(m) = &config.output.mqtt {
-        let cameras = config.source.0.iter().map(|s| s.name.clone()).collect();
-        outputs.push(Box::new(mqtt::MqttOutput::new(m, config.hazards.enabled, cameras)));
+    /// Clients connected to this output now (for the stats).
+    fn clients(&self) -> usize {
+        0
     }
-    if !config.metrics.listen.is_empty() {
-        outputs.push(Box::new(http::HttpOutput::new(config)));
+}
+
+/// Why an output could not be set up; each message names the output's section.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The detections socket (`[output] socket`).
+    #[error("[output] socket: {0}")]
+    Socket(#[from] socket::SocketError),
+    /// The HTTP server (`[metrics]`, `[view]`).
+    #[error("{0}")]
+    Http(#[from] http::HttpError),
+    /// The ROS 2 node (`[output.ros2]`).
+    #[error("[output.ros2]: {0}")]
+    Ros2(String),
+    /// The MQTT output (`[output.mqtt]`).
+    #[error("[output.mqtt]: {0}")]
+    Mqtt(String),
+    /// An output's own thread could not be started: `context` says which.
+    #[error("{context}: {source}")]
+    Thread {
+        /// E.g. `starting the MAVLink thread`.
+        context: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+impl From<OutputError> for crate::error::Error {
+    fn from(e: OutputError) -> Self {
+        crate::error::Error::Output(Box::new(e))
     }
-    outputs
 }
 
 /// Joins an output's own thread (MAVLink's sender, the ROS 2 node's) if it finishes within

@@ -9,7 +9,7 @@
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
-use crate::pipeline::publish::{Health, Interval, Output, Started};
+use crate::output::{Health, Interval, Output, Started};
 use crate::stats::Stage;
 
 /// A connection to systemd's notify socket, if there is one.

@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use crate::clock::{mono_ns, ms_between};
 use crate::frame::GroundTruth;
-use crate::pipeline::publish::Interval;
-pub use crate::pipeline::report::{Fps, FrameCounters, FrameReport, SourceState};
+use crate::output::Interval;
 use crate::power::telemetry::Telemetry;
+use crate::report::{Fps, FrameCounters, FrameReport, SourceState};
 use crate::stats::{LatencyStats, Percentiles, Stage};
 use crate::yolo::{ClassNames, Detection};
 
@@ -260,7 +260,7 @@ struct BlindMessage<'a> {
     camera: &'a str,
     publish_mono_ns: u64,
     blind: bool,
-    reason: crate::pipeline::report::BlindReason,
+    reason: crate::report::BlindReason,
     detail: &'a str,
     frame_age_ms: f64,
     throttling: bool,
@@ -270,7 +270,7 @@ struct BlindMessage<'a> {
 
 /// Appends a `hazards` message saying the daemon is blind (no zones, no obstacles: nothing seen
 /// is fresh), and a newline.
-pub fn write_blind(out: &mut Vec<u8>, b: &crate::pipeline::report::Blind, now: Instant) {
+pub fn write_blind(out: &mut Vec<u8>, b: &crate::report::Blind, now: Instant) {
     let msg = BlindMessage {
         r#type: "hazards",
         schema: SCHEMA,
@@ -289,7 +289,7 @@ pub fn write_blind(out: &mut Vec<u8>, b: &crate::pipeline::report::Blind, now: I
 }
 
 /// Appends the `hello` message for `s`, and a newline.
-pub fn write_hello(out: &mut Vec<u8>, s: &crate::pipeline::publish::Started) {
+pub fn write_hello(out: &mut Vec<u8>, s: &crate::output::Started) {
     let hello = Hello {
         r#type: "hello",
         schema: SCHEMA,
@@ -352,12 +352,12 @@ struct StatsMessage<'a> {
     fps: Fps,
     clients: usize,
     source: &'a SourceState,
-    cameras: &'a [crate::pipeline::report::CameraStats],
+    cameras: &'a [crate::report::CameraStats],
     telemetry: &'a Telemetry,
     latency_ms: LatencyTable<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     deadline: Option<Deadline>,
-    blind: Option<&'a crate::pipeline::report::Blind>,
+    blind: Option<&'a crate::report::Blind>,
 }
 
 #[derive(Serialize)]
@@ -444,7 +444,7 @@ pub fn write_bye(out: &mut Vec<u8>, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detector::StageTimes;
+    use crate::stats::StageTimes;
     use std::time::Duration;
 
     #[test]

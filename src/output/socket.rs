@@ -13,8 +13,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::pipeline::publish::{Health, Interval, Output, Started};
-use crate::pipeline::report::FrameReport;
+use crate::output::{Health, Interval, Output, OutputError, Started};
+use crate::report::FrameReport;
 use crate::yolo::ClassNames;
 
 use super::protocol;
@@ -393,7 +393,7 @@ impl SocketOutput {
 }
 
 impl Output for SocketOutput {
-    fn open(&mut self) -> crate::error::Result<()> {
+    fn open(&mut self) -> Result<(), OutputError> {
         let server = SocketServer::bind(&self.path, self.group.as_deref(), self.max_unsent)?;
         log::info!("publishing on {}", server.path().display());
         self.server = Some(server);

@@ -19,9 +19,7 @@
 //! the socket file is removed and the statistics are printed.
 
 pub mod publish;
-pub mod report;
 pub mod slot;
-pub mod tap;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -30,19 +28,21 @@ use std::time::{Duration, Instant};
 
 use crate::clock::mono_ns;
 use crate::config::Config;
-use crate::detector::{Detector, StageTimes};
+use crate::detector::Detector;
 use crate::error::{Error, Result};
 use crate::frame::{Frame, PixelFormat};
 use crate::hazard::Hazards;
+use crate::output::tap::PictureTap;
+use crate::output::{Health, Output, Started};
 use crate::power::telemetry::Telemetry;
 use crate::power::{ClockControl, PowerSession};
+use crate::report::{Blind, BlindReason, CameraId, CameraStats, FrameCounters, FrameReport, SourceState};
 use crate::source::{self, FrameSource, SourceError};
+use crate::stats::StageTimes;
 use crate::stats::{LatencyStats, Stage};
 use crate::yolo::Detection;
-use publish::{Health, Output, Publisher, Started};
-use report::{Blind, BlindReason, CameraId, CameraStats, FrameCounters, FrameReport, SourceState};
+use publish::Publisher;
 use slot::LatestSlots;
-use tap::PictureTap;
 
 /// How a run is started, beyond the config file.
 #[derive(Default)]

@@ -1,114 +1,19 @@
 //! The publisher: hands every frame's report and every interval's figures to the outputs, and
 //! keeps the per-interval state (latency histograms, counters, timers) that they share.
 //!
-//! An output (the socket, the Prometheus endpoint, systemd's notify socket, `--echo`; next:
-//! MAVLink, ROS 2, MQTT) implements [`Output`] in `src/output/` and is built from its config
-//! section by `output::open`. The pipeline knows outputs only through this trait; an output
-//! never reaches back into the stages.
+//! An output (the socket, the Prometheus endpoint, systemd's notify socket, `--echo`, MAVLink,
+//! ROS 2, MQTT) implements [`Output`] in `src/output/` and is built from its config section by
+//! `daemon::outputs`. The pipeline knows outputs only through that trait; an output never
+//! reaches back into the stages.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
+use crate::output::{Health, Interval, Output, Started};
 use crate::power::telemetry::Telemetry;
 use crate::stats::{DeadlineMisses, LatencyConfig, LatencyStats, Percentiles, Stage};
-use crate::yolo::ClassNames;
 
-use super::report::{Blind, CameraStats, Fps, FrameCounters, FrameReport, SourceState};
-
-/// What the pipeline runs, once it is ready (the socket's `hello` message says it).
-#[derive(Clone, Debug)]
-pub struct Started {
-    /// The sources, as opened (several: each after its camera's name, `; `-separated).
-    pub source: String,
-    /// Each camera's name and source, in config order.
-    pub cameras: Vec<(String, String)>,
-    /// The engine and model.
-    pub engine: String,
-    /// Runtime library versions (`onnxruntime`, `tensorrt`, `cuda`), when the engine loads any.
-    pub runtime: BTreeMap<String, String>,
-    /// Model input `[width, height]`.
-    pub input: [u32; 2],
-    /// The class names.
-    pub names: ClassNames,
-}
-
-/// The figures of one stats interval (or, at the end, of the whole run).
-pub struct Interval<'a> {
-    /// Seconds since the pipeline was ready.
-    pub uptime_s: f64,
-    /// Seconds the interval covers.
-    pub interval_s: f64,
-    /// Counters since start.
-    pub totals: FrameCounters,
-    /// Counters over the interval.
-    pub delta: FrameCounters,
-    /// Frames processed per second over the interval.
-    pub fps: f64,
-    /// Clients connected to all outputs.
-    pub clients: usize,
-    /// The sources' health, combined ([`SourceState::combined`]).
-    pub source: &'a SourceState,
-    /// Each camera's figures.
-    pub cameras: &'a [CameraStats],
-    /// Latency histograms over the interval (the whole run at the end).
-    pub latency: &'a LatencyStats,
-    /// The board's latest telemetry sample.
-    pub telemetry: &'a Telemetry,
-    /// `[latency] deadline_ms` (0: none).
-    pub deadline_ms: f64,
-    /// Deadline misses over the interval (the whole run at the end), per stage.
-    pub misses: &'a DeadlineMisses,
-    /// Whether a camera is blind now, and why (the first blind camera).
-    pub blind: Option<&'a Blind>,
-}
-
-/// The pipeline's liveness, each turn of the publisher loop.
-#[derive(Clone, Copy, Debug)]
-pub struct Health<'a> {
-    /// Time since a stage last showed progress (a frame, or a camera retry).
-    pub since_progress: Duration,
-    /// A stop was asked for (signal, frame count, end of source).
-    pub stopping: bool,
-    /// The cameras with no fresh frame within their freshness bound, and why (empty: all see).
-    pub blind: &'a [Blind],
-    /// `[latency] stale_ms`.
-    pub stale: Duration,
-    /// Set by the publisher: while a camera is blind, a notice is due (when a camera goes
-    /// blind, then every `stale`). Outputs that publish blind notices send one per blind
-    /// camera exactly then.
-    pub blind_notice: bool,
-}
-
-/// Something published frames and statistics go to. Every method runs on the publisher
-/// thread between frames and must not block: a slow consumer is the output's to drop.
-pub trait Output: Send {
-    /// Claims what the output needs (binds a socket, a port), after the clocks, the source and
-    /// the model, before the pipeline's threads start: a client that can connect finds the
-    /// daemon set up. An error stops the start.
-    fn open(&mut self) -> Result<()> {
-        Ok(())
-    }
-    /// The pipeline is ready: model loaded, warmed up, threads started.
-    fn ready(&mut self, _started: &Started) {}
-    /// One published frame, `dropped` frames displaced so far, at `now`.
-    fn frame(&mut self, _report: &FrameReport, _dropped: u64, _now: Instant) {}
-    /// Every turn of the publisher loop (about every 20 ms).
-    fn tick(&mut self, _health: &Health<'_>) {}
-    /// Every stats interval.
-    fn interval(&mut self, _interval: &Interval<'_>) {}
-    /// The run ended for `reason`; `run` holds the whole run's figures.
-    fn finish(&mut self, _run: &Interval<'_>, _reason: &str) {}
-    /// Where this output takes pictures from, when it shows frames (the live view): inference
-    /// hands frames to the tap while someone watches ([`super::tap`]).
-    fn picture_tap(&self) -> Option<std::sync::Arc<super::tap::PictureTap>> {
-        None
-    }
-    /// Clients connected to this output now (for the stats).
-    fn clients(&self) -> usize {
-        0
-    }
-}
+use crate::report::{Blind, CameraStats, Fps, FrameCounters, FrameReport, SourceState};
 
 /// Feeds the outputs and keeps the per-interval state.
 pub struct Publisher {

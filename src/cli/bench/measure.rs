@@ -26,8 +26,8 @@ use jetdetect::detector::Detector;
 use jetdetect::error::{Error, Result};
 use jetdetect::frame::Frame;
 use jetdetect::output::Output;
-use jetdetect::pipeline::report::FrameReport;
 use jetdetect::pipeline::{self, RunOptions};
+use jetdetect::report::FrameReport;
 use jetdetect::source;
 use jetdetect::stats::{LatencyStats, Percentiles};
 
@@ -173,7 +173,7 @@ pub struct BenchReport {
     pub stalled_clients: usize,
     /// Pipeline mode: each camera's figures over the run (its frames, rates, latency).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cameras: Vec<jetdetect::pipeline::report::CameraStats>,
+    pub cameras: Vec<jetdetect::report::CameraStats>,
 }
 
 impl BenchReport {
@@ -479,7 +479,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
             }
         }
     }
-    let mut outputs = jetdetect::output::open(&config);
+    let mut outputs = jetdetect::daemon::outputs(&config);
     outputs.push(Box::new(Counter(seen.clone())));
     let run_options =
         RunOptions { outputs, max_frames: Some(options.frames), quiet: true, ..Default::default() };

@@ -1,7 +1,7 @@
 //! The Prometheus text served at `GET /metrics` (`[metrics] listen`), rendered once per stats
 //! interval.
 
-use crate::pipeline::publish::Interval;
+use crate::output::Interval;
 use crate::stats::{DeadlineMisses, Stage};
 
 /// Renders the Prometheus text format for interval `iv`; `misses` are the deadline misses since
@@ -129,8 +129,8 @@ pub fn render(iv: &Interval<'_>, misses: &DeadlineMisses) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::report::FrameCounters;
     use crate::power::telemetry::Telemetry;
+    use crate::report::FrameCounters;
     use crate::stats::LatencyStats;
 
     #[test]
@@ -141,10 +141,10 @@ mod tests {
         t.temp_c.insert("gpu-thermal".into(), 44.5);
         let mut misses = DeadlineMisses::default();
         misses.by_stage[Stage::Inference] = 3;
-        let source = crate::pipeline::report::SourceState::default();
-        let blind = crate::pipeline::report::Blind {
+        let source = crate::report::SourceState::default();
+        let blind = crate::report::Blind {
             camera: "rear".into(),
-            reason: crate::pipeline::report::BlindReason::Camera,
+            reason: crate::report::BlindReason::Camera,
             detail: "gone".into(),
             for_ms: 1500.0,
             throttling: false,
@@ -157,7 +157,7 @@ mod tests {
             fps: 29.5,
             clients: 2,
             source: &source,
-            cameras: &[crate::pipeline::report::CameraStats {
+            cameras: &[crate::report::CameraStats {
                 name: "rear".into(),
                 uri: "v4l2:///dev/video1".into(),
                 source: source.clone(),

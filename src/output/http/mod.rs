@@ -18,12 +18,85 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::config::Config;
-use crate::pipeline::publish::{Interval, Output, Started};
-use crate::pipeline::tap::PictureTap;
+use serde::{Deserialize, Serialize};
+
+use crate::output::tap::PictureTap;
+use crate::output::{Interval, Output, OutputError, Started};
 use crate::stats::{DeadlineMisses, Stage};
 use server::Content;
 use view::View;
+
+/// `[metrics]`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `address:port` for the Prometheus text endpoint; empty (the default) disables it.
+    pub listen: String,
+    /// Allow `listen` on an address other than loopback (it is refused otherwise).
+    pub allow_remote: bool,
+    /// A file whose first line is the access token every request must then carry (as
+    /// `Authorization: Bearer TOKEN`, or `?token=TOKEN` once, which sets a cookie). Required
+    /// with `allow_remote` when `[view] enabled`. Empty: no token.
+    #[serde(skip_serializing_if = "path_is_empty")]
+    pub token_file: PathBuf,
+}
+
+/// `[view]`: the live view (a page at `/` on the `[metrics] listen` server) and snapshots.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ViewConfig {
+    /// Serve the page, its pictures and `/snapshot.jpg`.
+    pub enabled: bool,
+    /// One picture per camera per slot of this many ms while someone watches (50 to 10000).
+    pub interval_ms: u64,
+    /// JPEG quality, 10 to 100.
+    pub quality: u8,
+}
+
+impl Default for ViewConfig {
+    fn default() -> Self {
+        ViewConfig { enabled: false, interval_ms: 100, quality: 75 }
+    }
+}
+
+fn path_is_empty(p: &Path) -> bool {
+    p.as_os_str().is_empty()
+}
+
+impl MetricsConfig {
+    /// Checks the section's own values; `Err((key, message))` names the key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.listen.is_empty() {
+            return Ok(());
+        }
+        let addr: SocketAddr = self.listen.parse().map_err(|_| {
+            ("listen", format!("'{}' is not an address:port such as 127.0.0.1:9464", self.listen))
+        })?;
+        if !addr.ip().is_loopback() && !self.allow_remote {
+            return Err((
+                "listen",
+                format!("{addr} is not a loopback address: set [metrics] allow_remote = true to expose metrics on the network"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ViewConfig {
+    /// Checks the section's own values; `Err((key, message))` names the key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(50..=10_000).contains(&self.interval_ms) {
+            return Err((
+                "interval_ms",
+                format!("{} is out of range: allowed 50 to 10000 (ms between pictures)", self.interval_ms),
+            ));
+        }
+        if !(10..=100).contains(&self.quality) {
+            return Err(("quality", format!("{} is out of range: allowed 10 to 100", self.quality)));
+        }
+        Ok(())
+    }
+}
 
 /// Why the HTTP server could not be set up: what was being done, and the system's error.
 #[derive(Debug, thiserror::Error)]
@@ -77,23 +150,28 @@ pub struct HttpOutput {
 }
 
 impl HttpOutput {
-    /// The server `config` asks for (`[metrics]`, `[view]`), bound when the pipeline opens its
-    /// outputs.
-    pub fn new(config: &Config) -> HttpOutput {
-        let v = &config.view;
-        let cameras: Vec<String> = config.source.0.iter().map(|s| s.name.clone()).collect();
+    /// The server `[metrics]` and `[view]` ask for, bound when the pipeline opens its outputs;
+    /// `cameras` are the cameras' names in config order, `interval_s` is `[output]
+    /// stats_interval_s`.
+    pub fn new(
+        metrics: &MetricsConfig,
+        view: &ViewConfig,
+        cameras: Vec<String>,
+        interval_s: u64,
+    ) -> HttpOutput {
+        let v = view;
         let view = v.enabled.then(|| {
             let tap = Arc::new(PictureTap::new(cameras.len(), Duration::from_millis(v.interval_ms)));
             Arc::new(View::new(tap, cameras, v.interval_ms, v.quality))
         });
         HttpOutput {
-            listen: config.metrics.listen.clone(),
-            token_file: config.metrics.token_file.clone(),
+            listen: metrics.listen.clone(),
+            token_file: metrics.token_file.clone(),
             content: None,
             view,
             running: None,
             misses: DeadlineMisses::default(),
-            interval_s: config.output.stats_interval_s,
+            interval_s,
         }
     }
 
@@ -182,7 +260,7 @@ impl Drop for HttpOutput {
 }
 
 impl Output for HttpOutput {
-    fn open(&mut self) -> crate::error::Result<()> {
+    fn open(&mut self) -> Result<(), OutputError> {
         self.start()?;
         Ok(())
     }
@@ -277,17 +355,17 @@ mod tests {
         out
     }
 
-    fn config(extra: &str) -> Config {
-        Config::parse(
-            &format!("[metrics]\nlisten = \"127.0.0.1:0\"\n{extra}"),
-            Path::new("/tmp/jetdetect-http-test.toml"),
-        )
-        .unwrap()
+    /// A server on a free loopback port, one camera, with the view when `token` (empty: none).
+    fn output(view: bool, token: &Path) -> HttpOutput {
+        let metrics =
+            MetricsConfig { listen: "127.0.0.1:0".into(), token_file: token.into(), ..Default::default() };
+        let view = ViewConfig { enabled: view, ..Default::default() };
+        HttpOutput::new(&metrics, &view, vec!["cam0".into()], 5)
     }
 
     #[test]
     fn metrics_only_serves_metrics_and_refuses_writes() {
-        let mut o = HttpOutput::new(&config(""));
+        let mut o = output(false, Path::new(""));
         o.open().unwrap();
         let addr = o.local_addr().unwrap();
         let r = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
@@ -303,7 +381,7 @@ mod tests {
         let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: rebound.example:9464\r\nConnection: close\r\n\r\n");
         assert!(r.contains(" 403 ") && r.contains("not a loopback address"), "DNS rebinding: {r}");
         assert!(o.picture_tap().is_none(), "no view: inference hands over nothing");
-        let mut twin = HttpOutput::new(&config(""));
+        let mut twin = output(false, Path::new(""));
         twin.listen = addr.to_string();
         let e = twin.start().unwrap_err().to_string();
         assert!(e.contains("cannot listen") && e.contains("choose another [metrics] listen"), "{e}");
@@ -315,10 +393,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("view.token");
         std::fs::write(&file, "s3cret\n").unwrap();
-        let mut o = HttpOutput::new(&config(&format!(
-            "token_file = \"{}\"\n[view]\nenabled = true\n",
-            file.display()
-        )));
+        let mut o = output(true, &file);
         o.open().unwrap();
         let addr = o.local_addr().unwrap();
         let close = "Host: x\r\nConnection: close\r\n\r\n";

@@ -16,9 +16,9 @@ use serde::Serialize;
 
 use crate::clock::mono_ns;
 use crate::output::protocol;
-use crate::pipeline::report::FrameReport;
-use crate::pipeline::tap::{Picture, PictureTap, WANT_FOR};
+use crate::output::tap::{Picture, PictureTap, WANT_FOR};
 use crate::preprocess::colour;
+use crate::report::FrameReport;
 use crate::yolo::ClassNames;
 
 /// Encoded pictures kept for viewers that are a little behind.

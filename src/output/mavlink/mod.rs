@@ -33,8 +33,8 @@ use mavlink::dialects::ardupilotmega::{MavState, OBSTACLE_DISTANCE_3D_DATA, OBST
 use serde::{Deserialize, Serialize};
 
 use crate::clock;
-use crate::pipeline::publish::{Health, Interval, Output, Started};
-use crate::pipeline::report::FrameReport;
+use crate::output::{Health, Interval, Output, OutputError, Started};
+use crate::report::FrameReport;
 
 pub use encode::Limits;
 
@@ -491,7 +491,7 @@ impl MavlinkOutput {
 }
 
 impl Output for MavlinkOutput {
-    fn open(&mut self) -> crate::error::Result<()> {
+    fn open(&mut self) -> Result<(), OutputError> {
         let shared = Arc::clone(&self.shared);
         let counters = Arc::clone(&self.counters);
         let config = self.config.clone();
@@ -499,10 +499,7 @@ impl Output for MavlinkOutput {
         let thread = std::thread::Builder::new()
             .name("mavlink".into())
             .spawn(move || link::run(&config, &profile, &shared, &counters))
-            .map_err(|e| crate::error::Error::Io {
-                context: "starting the MAVLink thread".into(),
-                source: e,
-            })?;
+            .map_err(|source| OutputError::Thread { context: "starting the MAVLink thread", source })?;
         self.thread = Some(thread);
         log::info!(
             "MAVLink: {} as system {} component {}, at most {} frames a second, {}",

@@ -19,10 +19,9 @@ use std::time::{Duration, Instant};
 use super::link::{self, Client, Net, Settings};
 use super::queue::DiskQueue;
 use super::{MqttConfig, Topic};
-use crate::error::{Error, Result};
 use crate::output::protocol::{self, SCHEMA};
-use crate::pipeline::publish::{Health, Interval, Output, Started};
-use crate::pipeline::report::FrameReport;
+use crate::output::{Health, Interval, Output, OutputError, Started};
+use crate::report::FrameReport;
 use crate::yolo::ClassNames;
 
 /// Messages the pipeline may have handed over and the sender not yet taken.
@@ -234,9 +233,9 @@ fn status(device: &str, state: &str, reason: &str, cameras: &[String]) -> Vec<u8
 }
 
 impl Output for MqttOutput {
-    fn open(&mut self) -> Result<()> {
+    fn open(&mut self) -> Result<(), OutputError> {
         let c = &self.config;
-        let mqtt_err = |m: String| Error::Mqtt(m);
+        let mqtt_err = OutputError::Mqtt;
         let queue = DiskQueue::open(&c.queue_dir, c.queue_mib << 20).map_err(|e| {
             mqtt_err(format!(
                 "{e}: give [output.mqtt] queue_dir a folder the service may write (default {})",
@@ -281,11 +280,11 @@ impl Output for MqttOutput {
         let net = std::thread::Builder::new()
             .name("mqtt-net".into())
             .spawn(move || net_loop(connection, &wire, &settings, &net_tx, &stop, &counters, &scope))
-            .map_err(|e| Error::io("cannot start the MQTT thread", e))?;
+            .map_err(|source| OutputError::Thread { context: "cannot start the MQTT thread", source })?;
         let send = std::thread::Builder::new()
             .name("mqtt".into())
             .spawn(move || sender.run(&rx))
-            .map_err(|e| Error::io("cannot start the MQTT thread", e))?;
+            .map_err(|source| OutputError::Thread { context: "cannot start the MQTT thread", source })?;
         self.threads = vec![send, net];
         self.to_sender = Some(tx);
         log::info!(

@@ -15,10 +15,9 @@ use super::msgs::{
     Point2D, Pose2D, StringMsg, Time,
 };
 use super::{Reliability, Ros2Config};
-use crate::error::{Error, Result};
 use crate::output::protocol;
-use crate::pipeline::publish::{Health, Interval, Output, Started};
-use crate::pipeline::report::FrameReport;
+use crate::output::{Health, Interval, Output, OutputError, Started};
+use crate::report::FrameReport;
 use crate::yolo::{ClassNames, Detection};
 
 /// One box as the publisher thread hands it over: the detection and its track (0: none).
@@ -113,7 +112,7 @@ impl Ros2Output {
     }
 
     /// The participant, node and publishers.
-    fn endpoints(&self) -> std::result::Result<Endpoints, String> {
+    fn endpoints(&self) -> Result<Endpoints, String> {
         let c = &self.config;
         let mut builder = DomainParticipantBuilder::new(c.domain_id);
         if !c.interfaces.is_empty() {
@@ -173,15 +172,15 @@ impl Ros2Output {
 }
 
 impl Output for Ros2Output {
-    fn open(&mut self) -> Result<()> {
+    fn open(&mut self) -> Result<(), OutputError> {
         let c = &self.config;
-        let endpoints = self.endpoints().map_err(Error::Ros2)?;
+        let endpoints = self.endpoints().map_err(OutputError::Ros2)?;
         let zones = endpoints.zones.is_some();
         let (shared, counters) = (Arc::clone(&self.shared), Arc::clone(&self.counters));
         let thread = std::thread::Builder::new()
             .name("ros2".into())
             .spawn(move || run(endpoints, &shared, &counters))
-            .map_err(|e| Error::io("cannot start the ROS 2 thread", e))?;
+            .map_err(|source| OutputError::Thread { context: "cannot start the ROS 2 thread", source })?;
         self.thread = Some(thread);
         let ns = if c.namespace == "/" { String::new() } else { c.namespace.clone() };
         log::info!(

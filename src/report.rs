@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::detector::StageTimes;
 use crate::frame::GroundTruth;
 use crate::hazard::HazardFrame;
 use crate::stats::PerStage;
+use crate::stats::StageTimes;
 use crate::yolo::Detection;
 
 /// A camera as reports name it: its place among the `[[source]]` entries and its name.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::clock::mono_ns;
 use crate::frame::Frame;
 
-use super::report::FrameReport;
+use crate::report::FrameReport;
 
 /// How long one request for pictures of a camera lasts.
 pub const WANT_FOR: Duration = Duration::from_secs(3);

@@ -5,25 +5,32 @@
 //! name the file, the line and the key, and say what is allowed. Relative paths
 //! in a config file are resolved against the directory of that file.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod error;
+mod links;
+mod locate;
+mod sources;
+
+pub use sources::{SourceConfig, Sources, DEFAULT_SOURCE, MAX_CAMERA_NAME};
+
+use error::ConfigError;
+use locate::locate;
+
 use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
 use crate::hazard::{CameraConfig, HazardsConfig};
+use crate::output::http::{MetricsConfig, ViewConfig};
 use crate::output::mavlink::MavlinkConfig;
 use crate::output::mqtt::MqttConfig;
 use crate::output::ros2::Ros2Config;
 use crate::power::PowerConfig;
 use crate::preprocess;
-use crate::source::SourceUri;
 use crate::stats::LatencyConfig;
 use crate::yolo::LayoutHint;
 
-/// The default source: a synthetic camera, so the daemon runs with no hardware.
-pub const DEFAULT_SOURCE: &str = "synthetic://?width=640&height=480&fps=30&format=yuyv";
 /// Where packages install the default model.
 pub const DEFAULT_MODEL: &str = "/usr/share/jetdetect/models/obstacles-v8.onnx";
 
@@ -55,113 +62,6 @@ pub struct Config {
     pub hazards: HazardsConfig,
     /// `[latency]`: the per-frame deadline and the freshness bound.
     pub latency: LatencyConfig,
-}
-
-/// One `[source]` or `[[source]]` entry: a camera.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SourceConfig {
-    /// The camera's name in every message, metric and log line (letters, digits, `_`, `-`;
-    /// at most 32). Empty: `cam0`, `cam1`, ... by position.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    /// Source URI: `synthetic://...`, `file://...`, `v4l2:///dev/videoN`, `csi://N`, `rtsp://...`, `gst://...`.
-    pub uri: String,
-    /// V4L2 camera controls by name (`jetdetect probe-camera` lists them), e.g. `exposure_absolute = 200`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub controls: BTreeMap<String, i64>,
-    /// This camera's freshness bound, ms; absent: `[latency] stale_ms`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stale_ms: Option<f64>,
-    /// `[source.camera]`: this camera's field of view and mounting; absent: `[camera]`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub camera: Option<CameraConfig>,
-}
-
-impl Default for SourceConfig {
-    fn default() -> Self {
-        SourceConfig {
-            name: String::new(),
-            uri: DEFAULT_SOURCE.to_string(),
-            controls: BTreeMap::new(),
-            stale_ms: None,
-            camera: None,
-        }
-    }
-}
-
-/// The longest camera name.
-pub const MAX_CAMERA_NAME: usize = 32;
-
-/// The cameras: one `[source]` table, or `[[source]]` entries (an array of tables).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Sources(pub Vec<SourceConfig>);
-
-impl Default for Sources {
-    fn default() -> Self {
-        Sources(vec![SourceConfig { name: "cam0".into(), ..SourceConfig::default() }])
-    }
-}
-
-impl Sources {
-    /// The first camera (the only one of a `[source]` table).
-    pub fn first(&self) -> &SourceConfig {
-        &self.0[0]
-    }
-
-    /// The first camera, to change (`--source`).
-    pub fn first_mut(&mut self) -> &mut SourceConfig {
-        &mut self.0[0]
-    }
-
-    /// Replaces the cameras with one at `uri`, named as the first was (`--source`).
-    pub fn replace_with(&mut self, uri: String) {
-        let name = self.0.first().map(|s| s.name.clone()).unwrap_or_default();
-        self.0 = vec![SourceConfig { name, uri, ..SourceConfig::default() }];
-    }
-
-    /// Gives unnamed entries their name by position (`cam0`, `cam1`, ...).
-    fn name_by_position(&mut self) {
-        for (i, s) in self.0.iter_mut().enumerate() {
-            if s.name.is_empty() {
-                s.name = format!("cam{i}");
-            }
-        }
-    }
-}
-
-impl Serialize for Sources {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0.as_slice() {
-            [one] => one.serialize(s),
-            many => many.serialize(s),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Sources {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Sources;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a [source] table or [[source]] entries")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Sources, A::Error> {
-                let one = SourceConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(Sources(vec![one]))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Sources, A::Error> {
-                let many =
-                    Vec::<SourceConfig>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
-                if many.is_empty() {
-                    return Err(serde::de::Error::custom("source: give at least one camera"));
-                }
-                Ok(Sources(many))
-            }
-        }
-        d.deserialize_any(Visitor)
-    }
 }
 
 /// `[model]`
@@ -301,119 +201,6 @@ impl Default for OutputConfig {
     }
 }
 
-/// `[metrics]`
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MetricsConfig {
-    /// `address:port` for the Prometheus text endpoint; empty (the default) disables it.
-    pub listen: String,
-    /// Allow `listen` on an address other than loopback (it is refused otherwise).
-    pub allow_remote: bool,
-    /// A file whose first line is the access token every request must then carry (as
-    /// `Authorization: Bearer TOKEN`, or `?token=TOKEN` once, which sets a cookie). Required
-    /// with `allow_remote` when `[view] enabled`. Empty: no token.
-    #[serde(skip_serializing_if = "crate::config::path_is_empty")]
-    pub token_file: PathBuf,
-}
-
-/// `[view]`: the live view (a page at `/` on the `[metrics] listen` server) and snapshots.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ViewConfig {
-    /// Serve the page, its pictures and `/snapshot.jpg`.
-    pub enabled: bool,
-    /// One picture per camera per slot of this many ms while someone watches (50 to 10000).
-    pub interval_ms: u64,
-    /// JPEG quality, 10 to 100.
-    pub quality: u8,
-}
-
-impl Default for ViewConfig {
-    fn default() -> Self {
-        ViewConfig { enabled: false, interval_ms: 100, quality: 75 }
-    }
-}
-
-fn path_is_empty(p: &Path) -> bool {
-    p.as_os_str().is_empty()
-}
-
-/// A configuration problem, located as precisely as the file allows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigError {
-    /// The config file (or `<built-in>`).
-    pub file: PathBuf,
-    /// 1-based line, when known.
-    pub line: Option<usize>,
-    /// What is wrong and what is allowed.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(l) => write!(f, "{}:{l}: {}", self.file.display(), self.message),
-            None => write!(f, "{}: {}", self.file.display(), self.message),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// The 1-based line of the first `key = ...` in a table that `in_table` accepts; it is called
-/// with each table header's name (`source` for `[source]` and `[[source]]`), in order.
-fn find_key(text: &str, key: &str, mut in_table: impl FnMut(&str) -> bool) -> Option<usize> {
-    let mut inside = false;
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            inside = in_table(t.trim_start_matches('[').trim_end_matches(']').trim());
-            continue;
-        }
-        if inside && t.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')) {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
-/// The 1-based line of `key` in `[section]` of a TOML text, found by a plain scan
-/// (the forms this project's configs use: `[section]` headers and `key = value`).
-fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
-    find_key(text, key, |name| name == section)
-}
-
-/// The 1-based line of `key` in the `index`-th `[[section]]` entry (or the `[section]` table),
-/// or in its sub-table `[section.sub]`.
-fn locate_entry(text: &str, section: &str, index: usize, sub: Option<&str>, key: &str) -> Option<usize> {
-    let mut entries = 0usize;
-    find_key(text, key, |name| {
-        if name == section {
-            entries += 1;
-            return entries == index + 1 && sub.is_none();
-        }
-        let inner = name.strip_prefix(section).and_then(|r| r.strip_prefix('.'));
-        entries == index + 1 && inner.is_some() && inner == sub
-    })
-}
-
-/// The first symbolic link on the way to `path` that sits inside `dir`. Each link is
-/// placed by the real location of the folder holding it, so relative paths, `..` and
-/// other links on the way (a link elsewhere leading into `dir`) cannot hide one.
-fn link_inside(dir: &Path, path: &Path) -> Option<PathBuf> {
-    // A state directory that does not exist yet holds no links.
-    let dir = dir.canonicalize().ok()?;
-    let mut p = PathBuf::new();
-    for c in std::path::absolute(path).ok()?.components() {
-        p.push(c);
-        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
-        if is_link && p.parent().and_then(|d| d.canonicalize().ok()).is_some_and(|d| d.starts_with(&dir)) {
-            return Some(p);
-        }
-    }
-    None
-}
-
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -477,26 +264,7 @@ impl Config {
         if let Precision::Int8 { table } = &self.engine.tensorrt.precision {
             files.push(("engine.tensorrt", "int8_calibration_table", table));
         }
-        for (section, key, file) in files {
-            if let Some(link) = link_inside(dir, file) {
-                let (what, fix) = if key.is_empty() {
-                    ("the config file".to_string(), "give the config's real path".to_string())
-                } else {
-                    (format!("[{section}] {key}"), format!("point [{section}] {key} at the link's target"))
-                };
-                return Err(ConfigError {
-                    file: path.to_path_buf(),
-                    line: if key.is_empty() { None } else { locate(text, section, key) },
-                    message: format!(
-                        "{what}: {} is a symbolic link inside the state directory {} (writable by the \
-                         service): jetdetect does not follow links there; put the file itself there, or {fix}",
-                        link.display(),
-                        dir.display()
-                    ),
-                });
-            }
-        }
-        Ok(())
+        links::refuse_links(dir, &files, path, text)
     }
 
     /// Parses and validates TOML `text` that came from `path` (used for
@@ -678,21 +446,9 @@ impl Config {
                 format!("{} is out of range: allowed 1 to 3600", o.stats_interval_s),
             ));
         }
-        if !self.metrics.listen.is_empty() {
-            let addr: std::net::SocketAddr = self.metrics.listen.parse().map_err(|_| {
-                err(
-                    "metrics",
-                    "listen",
-                    format!("'{}' is not an address:port such as 127.0.0.1:9464", self.metrics.listen),
-                )
-            })?;
-            if !addr.ip().is_loopback() && !self.metrics.allow_remote {
-                return Err(err(
-                    "metrics",
-                    "listen",
-                    format!("{addr} is not a loopback address: set [metrics] allow_remote = true to expose metrics on the network"),
-                ));
-            }
+        self.metrics.validate().map_err(|(key, m)| err("metrics", key, m))?;
+        // The rules that span the two sections.
+        if let Ok(addr) = self.metrics.listen.parse::<std::net::SocketAddr>() {
             if self.view.enabled && !addr.ip().is_loopback() && self.metrics.token_file.as_os_str().is_empty()
             {
                 return Err(err(
@@ -704,24 +460,14 @@ impl Config {
                 ));
             }
         }
-        let v = &self.view;
-        if v.enabled && self.metrics.listen.is_empty() {
+        if self.view.enabled && self.metrics.listen.is_empty() {
             return Err(err(
                 "view",
                 "enabled",
                 "the view is served by the HTTP server: set [metrics] listen = \"127.0.0.1:9464\" too".into(),
             ));
         }
-        if !(50..=10_000).contains(&v.interval_ms) {
-            return Err(err(
-                "view",
-                "interval_ms",
-                format!("{} is out of range: allowed 50 to 10000 (ms between pictures)", v.interval_ms),
-            ));
-        }
-        if !(10..=100).contains(&v.quality) {
-            return Err(err("view", "quality", format!("{} is out of range: allowed 10 to 100", v.quality)));
-        }
+        self.view.validate().map_err(|(key, m)| err("view", key, m))?;
         crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
         self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
         self.hazards.validate().map_err(|(key, m)| {
@@ -794,118 +540,7 @@ impl Config {
                 ));
             }
         }
-        self.validate_sources(text, path)
-    }
-
-    /// Checks every camera: its name (unique, usable as a label), its URI (a GStreamer pipeline
-    /// is built without starting it) and its overrides. Errors name the entry.
-    fn validate_sources(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
-        let many = self.source.0.len() > 1;
-        // A V4L2 node streams to one reader and Argus gives a sensor to one session: the device
-        // each entry takes, to refuse a second entry taking it too.
-        let device = |uri: &str| {
-            let u = SourceUri::parse(uri).ok()?;
-            match u.scheme.as_str() {
-                "v4l2" if u.location != "auto" && !u.location.is_empty() => {
-                    Some(format!("v4l2://{}", u.location))
-                }
-                "csi" => Some(format!("csi://{}", u.location)),
-                _ => None,
-            }
-        };
-        for (i, s) in self.source.0.iter().enumerate() {
-            let err = |sub: Option<&str>, key: &str, message: String| {
-                let section = match sub {
-                    Some(sub) => format!("source.{sub}"),
-                    None => "source".to_string(),
-                };
-                let which = match many {
-                    true => format!("[[source]] #{} ('{}')", i + 1, s.name),
-                    false => format!("[{section}]"),
-                };
-                let line = locate_entry(text, "source", i, sub, key);
-                let key = match (many, sub) {
-                    (true, Some(sub)) => format!("{sub}.{key}"),
-                    _ => key.to_string(),
-                };
-                ConfigError { file: path.to_path_buf(), line, message: format!("{which} {key}: {message}") }
-            };
-            let name_ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-            if s.name.is_empty() || s.name.len() > MAX_CAMERA_NAME || !s.name.chars().all(name_ok) {
-                return Err(err(
-                    None,
-                    "name",
-                    format!(
-                        "'{}' is not a camera name: use 1 to {MAX_CAMERA_NAME} letters, digits, '_' or '-' \
-                         (it labels messages, metrics and topics)",
-                        s.name
-                    ),
-                ));
-            }
-            if let Some(j) = self.source.0[..i].iter().position(|o| o.name == s.name) {
-                return Err(err(
-                    None,
-                    "name",
-                    format!(
-                        "'{}' is already the name of [[source]] #{}: give every camera its own name",
-                        s.name,
-                        j + 1
-                    ),
-                ));
-            }
-            if let Some(d) = device(&s.uri) {
-                if let Some(j) = self.source.0[..i].iter().position(|o| device(&o.uri).as_deref() == Some(&d))
-                {
-                    return Err(err(
-                        None,
-                        "uri",
-                        format!(
-                            "{d} is already the camera of [[source]] #{} ('{}'): a camera streams to one reader; \
-                             give each entry its own device",
-                            j + 1,
-                            self.source.0[j].name
-                        ),
-                    ));
-                }
-            }
-            if let Some(ms) = s.stale_ms {
-                let bound = LatencyConfig { stale_ms: ms, ..LatencyConfig::default() };
-                bound.validate().map_err(|(key, m)| err(None, key, m))?;
-            }
-            if let Some(c) = &s.camera {
-                c.validate().map_err(|(key, m)| err(Some("camera"), key, m))?;
-            }
-            // GStreamer sources: the pipeline is built (every key and value checked, a credentials
-            // file read) without starting it; a `gst://` pipeline is not a URI query.
-            let text = &s.uri;
-            let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-            if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
-                crate::source::gst::pipeline::build(text, crate::source::gst::Platform::Pc)
-                    .map_err(|e| err(None, "uri", e.to_string()))?;
-                if !s.controls.is_empty() {
-                    return Err(err(
-                        None,
-                        "uri",
-                        "[source.controls] apply to v4l2:// cameras only (set a CSI camera's exposure and \
-                         gain with csi:// keys)"
-                            .into(),
-                    ));
-                }
-                continue;
-            }
-            let uri = SourceUri::parse(text).map_err(|m| err(None, "uri", m.to_string()))?;
-            if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
-                return Err(err(
-                    None,
-                    "uri",
-                    format!(
-                        "unknown scheme '{}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://",
-                        uri.scheme
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        self.source.validate(text, path)
     }
 
     /// Checks that the files the config names exist (for `jetdetect check`).
@@ -1271,10 +906,13 @@ mod tests {
         let cwd = std::env::current_dir().unwrap();
         let up = "../".repeat(cwd.components().count() - 1);
         let rel = PathBuf::from(up).join(state.join("m.onnx").strip_prefix("/").unwrap());
-        assert_eq!(link_inside(&state, &rel), Some(std::path::absolute(&rel).unwrap()));
+        assert_eq!(links::link_inside(&state, &rel), Some(std::path::absolute(&rel).unwrap()));
         symlink(&state, d.join("state-link")).unwrap();
-        assert_eq!(link_inside(&state, &d.join("state-link/m.onnx")), Some(d.join("state-link/m.onnx")));
-        assert_eq!(link_inside(&state, &d.join("state-link/real.onnx")), None);
+        assert_eq!(
+            links::link_inside(&state, &d.join("state-link/m.onnx")),
+            Some(d.join("state-link/m.onnx"))
+        );
+        assert_eq!(links::link_inside(&state, &d.join("state-link/real.onnx")), None);
         // The config file itself, reached through a link in the state directory.
         let cfg = write("g.toml", &real, "");
         symlink(&cfg, state.join("jd.toml")).unwrap();
