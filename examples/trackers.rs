@@ -20,10 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use jetdetect::frame::GroundTruth;
+use jetdetect::geometry::iou;
 use jetdetect::hazard::assign::Assignment;
 use jetdetect::hazard::track::{Tracker, TrackingConfig};
 use jetdetect::source::synthetic::Scene;
-use jetdetect::yolo::{iou, Detection};
+use jetdetect::yolo::Detection;
 
 struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);

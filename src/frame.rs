@@ -168,8 +168,8 @@ impl GroundTruth {
     /// How well box `b` covers the object: its IoU with the whole box, or with the box of the
     /// part in view ([`GroundTruth::shown`]) where that is higher.
     pub fn overlap(&self, b: [f32; 4]) -> f32 {
-        let whole = crate::yolo::iou(b, self.corners());
-        self.shown.map_or(whole, |s| whole.max(crate::yolo::iou(b, s)))
+        let whole = crate::geometry::iou(b, self.corners());
+        self.shown.map_or(whole, |s| whole.max(crate::geometry::iou(b, s)))
     }
 }
 

@@ -43,6 +43,7 @@ mod fault {
     }
 }
 pub mod frame;
+pub mod geometry;
 pub mod hazard;
 pub mod output;
 pub mod overlay;

@@ -15,8 +15,9 @@ pub mod tracking;
 use crate::config::Config;
 use crate::detector::Detector;
 use crate::frame::{Frame, GroundTruth};
+use crate::geometry::iou;
 use crate::hazard::{HazardFrame, Hazards};
-use crate::yolo::{iou, Detection};
+use crate::yolo::Detection;
 use crate::{source, Error};
 
 /// What [`score`] measured.

@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 
 use crate::frame::GroundTruth;
+use crate::geometry::iou;
 use crate::hazard::assign::Assignment;
-use crate::yolo::iou;
 
 /// A tracked box: its track id and corners `[x1, y1, x2, y2]`.
 pub type TrackedBox = (u64, [f32; 4]);

@@ -51,7 +51,8 @@ use super::assign::Assignment;
 use super::kalman::{measure, BoxKalman, FRAME_S};
 use super::ttc::{Edge, ScaleHistory};
 use super::{MIN_CONFIDENCE, TTC_WINDOW_S};
-use crate::yolo::{intersection, iou, Detection};
+use crate::geometry::{intersection, iou};
+use crate::yolo::Detection;
 
 /// `[hazards.tracking]`: ByteTrack's thresholds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

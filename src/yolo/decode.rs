@@ -12,7 +12,8 @@
 //! conf_thres][:max_det]`), a row is kept when its score is above the threshold, in the
 //! model's order, and the first `max_detections` are returned; there is no NMS here.
 
-use super::{iou, Detection, Layout};
+use super::{Detection, Layout};
+use crate::geometry::iou;
 use crate::preprocess::Letterbox;
 
 /// Thresholds and limits for decoding.

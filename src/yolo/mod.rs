@@ -406,24 +406,6 @@ impl Detection {
     }
 }
 
-/// The area two boxes `[x1, y1, x2, y2]` share.
-pub fn intersection(a: [f32; 4], b: [f32; 4]) -> f32 {
-    let w = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
-    let h = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
-    w * h
-}
-
-/// Intersection over union of two `[x1, y1, x2, y2]` boxes.
-pub fn iou(a: [f32; 4], b: [f32; 4]) -> f32 {
-    let inter = intersection(a, b);
-    let union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-    if union <= 0.0 {
-        0.0
-    } else {
-        inter / union
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,12 +524,5 @@ mod tests {
         // A count that fits neither axis.
         let e = Layout::decide(&[1, 84, 8400], LayoutHint::Auto, &Metadata::default(), names(3));
         assert!(matches!(e, Err(LayoutError::NoClasses { .. })));
-    }
-
-    #[test]
-    fn iou_of_known_boxes() {
-        assert_eq!(iou([0.0, 0.0, 2.0, 2.0], [1.0, 1.0, 3.0, 3.0]), 1.0 / 7.0);
-        assert_eq!(iou([0.0, 0.0, 1.0, 1.0], [2.0, 2.0, 3.0, 3.0]), 0.0);
-        assert_eq!(iou([0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]), 0.0);
     }
 }

@@ -11,9 +11,10 @@ use std::path::Path;
 use jetdetect::config::Config;
 use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
+use jetdetect::geometry::iou;
 use jetdetect::preprocess::Fit;
 use jetdetect::source::file::load_image;
-use jetdetect::yolo::{iou, Detection, Layout};
+use jetdetect::yolo::{Detection, Layout};
 use serde_json::Value;
 
 use crate::common::repo as root;

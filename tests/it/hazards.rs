@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jetdetect::frame::GroundTruth;
-use jetdetect::yolo::iou;
+use jetdetect::geometry::iou;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -15,6 +15,7 @@ mod common;
 #[path = "../emulator/mod.rs"]
 mod emulator;
 
+mod architecture;
 mod boards;
 mod cli;
 mod daemon;

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jetdetect::frame::GroundTruth;
-use jetdetect::yolo::iou;
+use jetdetect::geometry::iou;
 use mavlink::dialects::ardupilotmega::{
     MavAutopilot, MavDistanceSensor, MavFrame, MavMessage, MavState, MavType,
 };

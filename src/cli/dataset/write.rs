@@ -23,8 +23,8 @@ use std::io::Write;
 use std::path::Path;
 
 use jetdetect::frame::GroundTruth;
+use jetdetect::geometry::iou;
 use jetdetect::source::synthetic::{Rng, Scene, CLASS_NAMES};
-use jetdetect::yolo::iou;
 use jetdetect::Error;
 
 /// Objects less visible than this are left out of the labels.
