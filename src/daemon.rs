@@ -3,7 +3,22 @@
 //! pipeline knows the outputs only as [`Output`]s.
 
 use crate::config::Config;
+use crate::detector::{Detector, DetectorSetup};
+use crate::error::Result;
 use crate::output::{self, Output};
+
+/// The detector the config describes (`[model]`, `[engine]`, `[preprocess]`, `[detect]`, sized
+/// for its cameras, on the board at `[power] root`).
+pub fn detector(config: &Config) -> Result<Detector> {
+    Detector::open(&DetectorSetup {
+        model: &config.model,
+        engine: &config.engine,
+        preprocess: &config.preprocess,
+        detect: &config.detect,
+        cameras: config.source.0.len(),
+        board_root: &config.power.root,
+    })
+}
 
 /// The outputs `config` asks for: systemd's notify socket (when systemd set one; it keeps the
 /// watchdog fed from now until the pipeline is ready), the socket (`[output]`) and the

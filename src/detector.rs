@@ -3,14 +3,22 @@
 //! [`Detector`] owns one of each stage and their buffers, times each stage,
 //! and is what both the one-shot `detect` command and the daemon run.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::config::Config;
-use crate::engine::{self, Engine, EngineOptions, InputStage, StageDevice};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{self, Engine, EngineConfig, EngineOptions, InputStage, StageDevice};
 use crate::error::{Error, Result};
 use crate::frame::{encode_rgb, Frame, PixelFormat};
-use crate::preprocess::{self, graph, CpuPreprocessor, Letterbox, PreprocessError, Preprocessor};
+use crate::preprocess::{
+    self, graph, CpuPreprocessor, Letterbox, PreprocessConfig, PreprocessError, Preprocessor,
+};
 use crate::stats::StageTimes;
+use crate::yolo::{
+    ClassNames, DecodeOptions, Decoder, DetectConfig, Detection, KnownClasses, Layout, LayoutError,
+    LayoutHint, Metadata,
+};
 
 /// Accelerator graphs kept for frame geometries seen recently (a camera that
 /// renegotiates, a folder of differently sized images).
@@ -29,9 +37,73 @@ struct DeviceStage {
     letterbox: Letterbox,
     stage: Box<dyn InputStage>,
 }
-use crate::yolo::{
-    ClassNames, DecodeOptions, Decoder, Detection, KnownClasses, Layout, LayoutError, LayoutHint, Metadata,
-};
+
+/// Where packages install the default model.
+pub const DEFAULT_MODEL: &str = "/usr/share/jetdetect/models/obstacles-v8.onnx";
+
+/// `[model]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// ONNX model file.
+    pub path: PathBuf,
+    /// Class names file (one per line); default: the model's metadata, else `class<N>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<PathBuf>,
+    /// Output layout: `auto` (from the metadata and the output shape; an ambiguous shape is
+    /// refused), `v5`, `v8` or `end2end`.
+    pub layout: LayoutHint,
+    /// Input width for models whose input size is not fixed.
+    pub input_width: u32,
+    /// Input height for models whose input size is not fixed.
+    pub input_height: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            path: PathBuf::from(DEFAULT_MODEL),
+            names: None,
+            layout: LayoutHint::Auto,
+            input_width: 640,
+            input_height: 640,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Checks the section's own values; `Err((key, message))` names the key (a dotted key is in
+    /// a sub-table).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (key, v) in [("input_width", self.input_width), ("input_height", self.input_height)] {
+            if !(32..=4096).contains(&v) || v % 32 != 0 {
+                return Err((
+                    key,
+                    format!("{v} is not allowed: use a multiple of 32 from 32 to 4096 (YOLO's stride)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a [`Detector`] is made from: its sections of the config, and what it must know of the
+/// rest (the composition root, `daemon::detector`, fills it from the whole config).
+#[derive(Clone, Copy, Debug)]
+pub struct DetectorSetup<'a> {
+    /// `[model]`.
+    pub model: &'a ModelConfig,
+    /// `[engine]`.
+    pub engine: &'a EngineConfig,
+    /// `[preprocess]`.
+    pub preprocess: &'a PreprocessConfig,
+    /// `[detect]`.
+    pub detect: &'a DetectConfig,
+    /// How many cameras it serves: a batched engine sizes its runs by them.
+    pub cameras: usize,
+    /// The board's root (`[power] root`), where the DLA cores are looked for.
+    pub board_root: &'a std::path::Path,
+}
 
 /// The DLA cores and SoC of the board at `root` (`[power] root`), as `power` finds them, for
 /// the engine.
@@ -72,33 +144,35 @@ struct BatchSlot {
 }
 
 impl Detector {
-    /// Loads the model and builds the stages the configuration asks for.
-    pub fn from_config(config: &Config) -> Result<Detector> {
-        let e = &config.engine;
+    /// The detector `setup` describes: the engine opened on the model, the class names read,
+    /// preprocessing placed where `[preprocess] device` says.
+    pub fn open(setup: &DetectorSetup<'_>) -> Result<Detector> {
+        let e = setup.engine;
         let options = EngineOptions {
-            dynamic_input: (config.model.input_width, config.model.input_height),
-            max_batch: config.engine.max_batch,
-            cameras: config.source.0.len(),
+            dynamic_input: (setup.model.input_width, setup.model.input_height),
+            max_batch: e.max_batch,
+            cameras: setup.cameras,
             ort_library: (!e.library.as_os_str().is_empty()).then(|| e.library.clone()),
             providers: e.providers.clone(),
             threads: e.threads,
             tensorrt: e.tensorrt.clone(),
-            dla: dla_board(&config.power.root),
+            dla: dla_board(setup.board_root),
         };
-        let engine = engine::open(config.engine.kind, &config.model.path, &options)?;
-        let names = match &config.model.names {
+        let engine = engine::open(e.kind, &setup.model.path, &options)?;
+        let names = match &setup.model.names {
             Some(p) => Some(ClassNames::from_file(p)?),
             None => None,
         };
+        let d = setup.detect;
         let decode = DecodeOptions {
-            confidence: config.detect.confidence,
-            iou: config.detect.iou,
-            max_detections: config.detect.max_detections,
+            confidence: d.confidence,
+            iou: d.iou,
+            max_detections: d.max_detections,
             ..DecodeOptions::default()
         };
         let mut detector =
-            Detector::new(engine, Box::new(CpuPreprocessor::new()), names, config.model.layout, decode)?;
-        match config.preprocess.device {
+            Detector::new(engine, Box::new(CpuPreprocessor::new()), names, setup.model.layout, decode)?;
+        match setup.preprocess.device {
             preprocess::Device::Gpu => detector.preprocess_on(StageDevice::Gpu),
             preprocess::Device::Dla => detector.preprocess_on(StageDevice::Dla),
             preprocess::Device::Cpu => {}
@@ -463,14 +537,21 @@ mod tests {
     #[test]
     fn a_batch_gives_each_frame_what_it_gets_alone() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut config = Config::default();
-        config.model.path = root.join("models/obstacles-v8-batch.onnx");
-        config.engine.kind = crate::engine::EngineKind::Tract;
+        let model =
+            ModelConfig { path: root.join("models/obstacles-v8-batch.onnx"), ..ModelConfig::default() };
         // tract's own choice is one image per run: asked for more, and with three cameras, the
         // dynamic batch axis is planned for up to three images.
-        config.engine.max_batch = 16;
-        config.source.0 = vec![config.source.0[0].clone(); 3];
-        let mut d = Detector::from_config(&config).unwrap();
+        let engine =
+            EngineConfig { kind: crate::engine::EngineKind::Tract, max_batch: 16, ..EngineConfig::default() };
+        let setup = DetectorSetup {
+            model: &model,
+            engine: &engine,
+            preprocess: &PreprocessConfig::default(),
+            detect: &DetectConfig::default(),
+            cameras: 3,
+            board_root: std::path::Path::new("/"),
+        };
+        let mut d = Detector::open(&setup).unwrap();
         assert_eq!(d.max_batch(), 3);
         let frames = synthetic_frames();
         let alone: Vec<Vec<Detection>> = frames.iter().map(|f| d.detect(f).unwrap().to_vec()).collect();

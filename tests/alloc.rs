@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use jetdetect::config::Config;
-use jetdetect::detector::Detector;
 use jetdetect::engine::{self, EngineOptions};
 use jetdetect::frame::Frame;
 use jetdetect::output::protocol::write_detections;
@@ -189,7 +188,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Allocations in one `Detector::detect` after five warm-up frames.
 fn detect_allocations(config: &Config) -> u64 {
-    let mut detector = Detector::from_config(config).unwrap();
+    let mut detector = jetdetect::daemon::detector(config).unwrap();
     let mut src = source::open("synthetic://?width=640&height=480&fps=0&format=yuyv").unwrap();
     let mut frame = Frame::empty();
     for _ in 0..5 {

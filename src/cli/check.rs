@@ -24,7 +24,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
     let c = Config::load(&args.config)?;
     let text = std::fs::read_to_string(&args.config).unwrap_or_default();
     c.check_files(&args.config, &text)?;
-    let detector = Detector::from_config(&on_the_cpu(&c))?;
+    let detector = jetdetect::daemon::detector(&on_the_cpu(&c))?;
     if !args.quiet {
         print!(
             "# {}: OK\n{}{}{}",

@@ -89,7 +89,7 @@ fn expand_inputs(args: &[String]) -> Vec<String> {
 /// Prints one JSON line per image or frame; `Ok(false)` when an input could not be read.
 pub fn run(args: Args) -> Result<bool, Error> {
     let config = args.model.resolve()?;
-    let mut detector = Detector::from_config(&config)?;
+    let mut detector = jetdetect::daemon::detector(&config)?;
     log::info!(
         "{}: {} ({}; {} classes from {})",
         detector.engine().describe(),

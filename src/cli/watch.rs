@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use jetdetect::config::{Config, DEFAULT_SOCKET};
+use jetdetect::config::Config;
+use jetdetect::output::DEFAULT_SOCKET;
 use jetdetect::{client, Error};
 
 /// `jetdetect watch`.

@@ -20,19 +20,15 @@ pub use sources::{SourceConfig, Sources, DEFAULT_SOURCE, MAX_CAMERA_NAME};
 use error::ConfigError;
 use locate::locate;
 
-use crate::engine::{self, onnxruntime::Precision, EngineKind, Provider};
+use crate::detector::ModelConfig;
+use crate::engine::{self, onnxruntime::Precision, EngineConfig, EngineKind, Provider};
 use crate::hazard::{CameraConfig, HazardsConfig};
 use crate::output::http::{MetricsConfig, ViewConfig};
-use crate::output::mavlink::MavlinkConfig;
-use crate::output::mqtt::MqttConfig;
-use crate::output::ros2::Ros2Config;
+use crate::output::OutputConfig;
 use crate::power::PowerConfig;
-use crate::preprocess;
+use crate::preprocess::{self, PreprocessConfig};
 use crate::stats::LatencyConfig;
-use crate::yolo::LayoutHint;
-
-/// Where packages install the default model.
-pub const DEFAULT_MODEL: &str = "/usr/share/jetdetect/models/obstacles-v8.onnx";
+use crate::yolo::DetectConfig;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -62,143 +58,6 @@ pub struct Config {
     pub hazards: HazardsConfig,
     /// `[latency]`: the per-frame deadline and the freshness bound.
     pub latency: LatencyConfig,
-}
-
-/// `[model]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ModelConfig {
-    /// ONNX model file.
-    pub path: PathBuf,
-    /// Class names file (one per line); default: the model's metadata, else `class<N>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub names: Option<PathBuf>,
-    /// Output layout: `auto` (from the metadata and the output shape; an ambiguous shape is
-    /// refused), `v5`, `v8` or `end2end`.
-    pub layout: LayoutHint,
-    /// Input width for models whose input size is not fixed.
-    pub input_width: u32,
-    /// Input height for models whose input size is not fixed.
-    pub input_height: u32,
-}
-
-impl Default for ModelConfig {
-    fn default() -> Self {
-        ModelConfig {
-            path: PathBuf::from(DEFAULT_MODEL),
-            names: None,
-            layout: LayoutHint::Auto,
-            input_width: 640,
-            input_height: 640,
-        }
-    }
-}
-
-/// `[engine]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EngineConfig {
-    /// `auto` (ONNX Runtime when its library is found, else tract), `tract` (pure Rust,
-    /// CPU, no library) or `onnxruntime` (TensorRT / CUDA / CPU providers).
-    pub kind: EngineKind,
-    /// ONNX Runtime library; empty: `ORT_DYLIB_PATH`, then the usual JetPack and system places.
-    pub library: PathBuf,
-    /// ONNX Runtime execution providers in order of preference: `tensorrt`, `cuda`, `cpu`.
-    pub providers: Vec<Provider>,
-    /// Intra-op threads for ONNX Runtime (0: its default).
-    pub threads: usize,
-    /// With several cameras and a model whose batch axis is dynamic: the most cameras' frames
-    /// one run takes (1..=16; 1: one frame per run, cameras in turn; 0: the engine's measured
-    /// choice, 4 for ONNX Runtime and 1 for tract).
-    pub max_batch: usize,
-    /// `[engine.tensorrt]`
-    pub tensorrt: crate::engine::onnxruntime::TensorRtOptions,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            kind: EngineKind::Auto,
-            library: PathBuf::new(),
-            providers: Provider::ALL.to_vec(),
-            threads: 0,
-            max_batch: 0,
-            tensorrt: Default::default(),
-        }
-    }
-}
-
-/// `[preprocess]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PreprocessConfig {
-    /// Where preprocessing runs: `cpu`, or `gpu` / `dla` (a generated ONNX
-    /// graph run by the ONNX Runtime engine's providers, DLA through TensorRT).
-    pub device: preprocess::Device,
-}
-
-impl Default for PreprocessConfig {
-    fn default() -> Self {
-        PreprocessConfig { device: preprocess::Device::Cpu }
-    }
-}
-
-/// `[detect]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DetectConfig {
-    /// Minimum score to report, exclusive, `0 < x < 1`.
-    pub confidence: f32,
-    /// NMS IoU threshold, `0 < x <= 1`.
-    pub iou: f32,
-    /// Most detections per frame, `1..=10000`.
-    pub max_detections: usize,
-}
-
-impl Default for DetectConfig {
-    fn default() -> Self {
-        DetectConfig { confidence: 0.25, iou: 0.45, max_detections: 100 }
-    }
-}
-
-/// Where the daemon's socket goes by default (systemd's `RuntimeDirectory=jetdetect`).
-pub const DEFAULT_SOCKET: &str = "/run/jetdetect/detections.sock";
-
-/// `[output]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutputConfig {
-    /// Path of the UNIX socket (created with mode 0660).
-    pub socket: PathBuf,
-    /// Group to give the socket to (name or id); empty: the daemon's own group.
-    pub socket_group: String,
-    /// Unsent bytes a client may fall behind by before it is dropped, in KiB (16..=65536).
-    pub client_buffer_kib: usize,
-    /// Seconds between `stats` messages and log lines (1..=3600).
-    pub stats_interval_s: u64,
-    /// `[output.mavlink]`: obstacles to a flight controller; absent: off.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mavlink: Option<MavlinkConfig>,
-    /// `[output.ros2]`: detections and zones on ROS 2 topics; absent: off.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ros2: Option<Ros2Config>,
-    /// `[output.mqtt]`: hazards, stats and status to a fleet's MQTT broker; absent: off.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mqtt: Option<MqttConfig>,
-}
-
-impl Default for OutputConfig {
-    fn default() -> Self {
-        OutputConfig {
-            socket: PathBuf::from(DEFAULT_SOCKET),
-            socket_group: String::new(),
-            client_buffer_kib: 256,
-            stats_interval_s: 5,
-            mavlink: None,
-            ros2: None,
-            mqtt: None,
-        }
-    }
 }
 
 impl Config {
@@ -325,69 +184,22 @@ impl Config {
 
     /// Checks every range and name; `text` and `path` locate the offending line.
     pub fn validate(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
-        let err = |section: &str, key: &str, message: String| ConfigError {
-            file: path.to_path_buf(),
-            line: locate(text, section, key),
-            message: format!("[{section}] {key}: {message}"),
-        };
-        let d = &self.detect;
-        if !(d.confidence > 0.0 && d.confidence < 1.0) {
-            return Err(err(
-                "detect",
-                "confidence",
-                format!("{} is out of range: allowed 0 < confidence < 1", d.confidence),
-            ));
-        }
-        if !(d.iou > 0.0 && d.iou <= 1.0) {
-            return Err(err("detect", "iou", format!("{} is out of range: allowed 0 < iou <= 1", d.iou)));
-        }
-        if !(1..=10_000).contains(&d.max_detections) {
-            return Err(err(
-                "detect",
-                "max_detections",
-                format!("{} is out of range: allowed 1 to 10000", d.max_detections),
-            ));
-        }
-        for (key, v) in [("input_width", self.model.input_width), ("input_height", self.model.input_height)] {
-            if !(32..=4096).contains(&v) || v % 32 != 0 {
-                return Err(err(
-                    "model",
-                    key,
-                    format!("{v} is not allowed: use a multiple of 32 from 32 to 4096 (YOLO's stride)"),
-                ));
+        // A dotted key is in a sub-table, its own TOML section: `tracking.high_score` of
+        // [hazards] is `[hazards.tracking] high_score`.
+        let err = |section: &str, key: &str, message: String| {
+            let (section, key) = match key.split_once('.') {
+                Some((table, k)) => (format!("{section}.{table}"), k),
+                None => (section.to_string(), key),
+            };
+            ConfigError {
+                file: path.to_path_buf(),
+                line: locate(text, &section, key),
+                message: format!("[{section}] {key}: {message}"),
             }
-        }
-        if self.engine.providers.is_empty() {
-            return Err(err("engine", "providers", "must list at least one of tensorrt, cuda, cpu".into()));
-        }
-        let t = &self.engine.tensorrt;
-        if t.dla_core.is_some() && t.precision == Precision::Fp32 {
-            return Err(err(
-                "engine.tensorrt",
-                "precision",
-                "\"fp32\" cannot run on the DLA, which computes in FP16 and INT8 only: use \"fp16\" (or \"int8\"), \
-                 or remove dla_core to run FP32 on the GPU"
-                    .into(),
-            ));
-        }
-        if t.cuda_graph {
-            return Err(err(
-                "engine.tensorrt",
-                "cuda_graph",
-                "CUDA graphs need the model's input and output bound to fixed device buffers (ONNX Runtime \
-                 captures the run once and replays it), but jetdetect binds the output to host memory, where \
-                 the decoder reads it: remove cuda_graph (TensorRT's engine runs at the same speed without it; \
-                 the graph only saves kernel-launch time)"
-                    .into(),
-            ));
-        }
-        if t.builder_optimization_level > 5 {
-            return Err(err(
-                "engine.tensorrt",
-                "builder_optimization_level",
-                format!("{} is out of range: allowed 0 to 5", t.builder_optimization_level),
-            ));
-        }
+        };
+        self.detect.validate().map_err(|(key, m)| err("detect", key, m))?;
+        self.model.validate().map_err(|(key, m)| err("model", key, m))?;
+        self.engine.validate().map_err(|(key, m)| err("engine", key, m))?;
         let device = self.preprocess.device;
         if device != preprocess::Device::Cpu && self.engine.kind != EngineKind::OnnxRuntime {
             return Err(err(
@@ -407,45 +219,7 @@ impl Config {
                     .into(),
             ));
         }
-        if self.engine.max_batch > 16 {
-            return Err(err(
-                "engine",
-                "max_batch",
-                format!(
-                    "{} is out of range: allowed 0 (the engine's choice) to 16 (1: one frame per run)",
-                    self.engine.max_batch
-                ),
-            ));
-        }
-        let o = &self.output;
-        if o.socket.as_os_str().is_empty() {
-            return Err(err(
-                "output",
-                "socket",
-                "must not be empty: give the path of the UNIX socket".into(),
-            ));
-        }
-        if o.socket.as_os_str().len() > 107 {
-            return Err(err(
-                "output",
-                "socket",
-                format!("'{}' is longer than a UNIX socket path may be (107 bytes)", o.socket.display()),
-            ));
-        }
-        if !(16..=65_536).contains(&o.client_buffer_kib) {
-            return Err(err(
-                "output",
-                "client_buffer_kib",
-                format!("{} is out of range: allowed 16 to 65536", o.client_buffer_kib),
-            ));
-        }
-        if !(1..=3600).contains(&o.stats_interval_s) {
-            return Err(err(
-                "output",
-                "stats_interval_s",
-                format!("{} is out of range: allowed 1 to 3600", o.stats_interval_s),
-            ));
-        }
+        self.output.validate().map_err(|(key, m)| err("output", key, m))?;
         self.metrics.validate().map_err(|(key, m)| err("metrics", key, m))?;
         // The rules that span the two sections.
         if let Ok(addr) = self.metrics.listen.parse::<std::net::SocketAddr>() {
@@ -470,20 +244,7 @@ impl Config {
         self.view.validate().map_err(|(key, m)| err("view", key, m))?;
         crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
         self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
-        self.hazards.validate().map_err(|(key, m)| {
-            // Sub-tables are their own TOML sections: `[hazards.tracking] high_score`.
-            match key.split_once('.') {
-                Some((table, k)) => {
-                    let section = format!("hazards.{table}");
-                    ConfigError {
-                        file: path.to_path_buf(),
-                        line: locate(text, &section, k),
-                        message: format!("[{section}] {k}: {m}"),
-                    }
-                }
-                None => err("hazards", &key, m),
-            }
-        })?;
+        self.hazards.validate().map_err(|(key, m)| err("hazards", &key, m))?;
         self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
         if let Some(m) = &self.output.mavlink {
             m.validate().map_err(|(key, msg)| err("output.mavlink", key, msg))?;

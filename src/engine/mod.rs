@@ -13,10 +13,88 @@ pub mod tract;
 pub mod trt_log;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 use crate::named::UnknownName;
+use onnxruntime::Precision;
+
+/// `[engine]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// `auto` (ONNX Runtime when its library is found, else tract), `tract` (pure Rust,
+    /// CPU, no library) or `onnxruntime` (TensorRT / CUDA / CPU providers).
+    pub kind: EngineKind,
+    /// ONNX Runtime library; empty: `ORT_DYLIB_PATH`, then the usual JetPack and system places.
+    pub library: PathBuf,
+    /// ONNX Runtime execution providers in order of preference: `tensorrt`, `cuda`, `cpu`.
+    pub providers: Vec<Provider>,
+    /// Intra-op threads for ONNX Runtime (0: its default).
+    pub threads: usize,
+    /// With several cameras and a model whose batch axis is dynamic: the most cameras' frames
+    /// one run takes (1..=16; 1: one frame per run, cameras in turn; 0: the engine's measured
+    /// choice, 4 for ONNX Runtime and 1 for tract).
+    pub max_batch: usize,
+    /// `[engine.tensorrt]`
+    pub tensorrt: onnxruntime::TensorRtOptions,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            kind: EngineKind::Auto,
+            library: PathBuf::new(),
+            providers: Provider::ALL.to_vec(),
+            threads: 0,
+            max_batch: 0,
+            tensorrt: Default::default(),
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Checks the section's own values; `Err((key, message))` names the key (a dotted key is in
+    /// a sub-table).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.providers.is_empty() {
+            return Err(("providers", "must list at least one of tensorrt, cuda, cpu".into()));
+        }
+        let t = &self.tensorrt;
+        if t.dla_core.is_some() && t.precision == Precision::Fp32 {
+            return Err(("tensorrt.precision", "\"fp32\" cannot run on the DLA, which computes in FP16 and INT8 only: use \"fp16\" (or \"int8\"), \
+                 or remove dla_core to run FP32 on the GPU"
+                    .into(),
+            ));
+        }
+        if t.cuda_graph {
+            return Err(("tensorrt.cuda_graph", "CUDA graphs need the model's input and output bound to fixed device buffers (ONNX Runtime \
+                 captures the run once and replays it), but jetdetect binds the output to host memory, where \
+                 the decoder reads it: remove cuda_graph (TensorRT's engine runs at the same speed without it; \
+                 the graph only saves kernel-launch time)"
+                    .into(),
+            ));
+        }
+        if t.builder_optimization_level > 5 {
+            return Err((
+                "tensorrt.builder_optimization_level",
+                format!("{} is out of range: allowed 0 to 5", t.builder_optimization_level),
+            ));
+        }
+        if self.max_batch > 16 {
+            return Err((
+                "max_batch",
+                format!(
+                    "{} is out of range: allowed 0 (the engine's choice) to 16 (1: one frame per run)",
+                    self.max_batch
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
 
 named_enum! {
     /// `[engine] kind` and `--engine`: what runs the model.

@@ -13,7 +13,6 @@ pub mod recorded;
 pub mod tracking;
 
 use crate::config::Config;
-use crate::detector::Detector;
 use crate::frame::{Frame, GroundTruth};
 use crate::geometry::iou;
 use crate::hazard::{HazardFrame, Hazards};
@@ -34,7 +33,7 @@ pub struct Score {
 /// Runs the detector `config` describes on up to `frames` frames of `uri` (a source with
 /// ground truth, such as `synthetic://`) and matches its detections at `match_iou`.
 pub fn score(config: &Config, uri: &str, frames: u64, match_iou: f32) -> Result<Score, Error> {
-    let mut detector = Detector::from_config(config)?;
+    let mut detector = crate::daemon::detector(config)?;
     let mut src = source::open(uri)?;
     let mut frame = Frame::empty();
     let mut counts = Counts::default();
@@ -71,7 +70,7 @@ pub fn score_hazards(
     match_iou: f32,
     boxes: &recorded::Boxes,
 ) -> Result<hazards::HazardScore, Error> {
-    let mut detector = Detector::from_config(config)?;
+    let mut detector = crate::daemon::detector(config)?;
     let model = &config.model.path;
     let (mut save, mut replay) = match boxes {
         recorded::Boxes::Model => (None, None),

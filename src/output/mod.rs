@@ -18,12 +18,85 @@ pub mod socket;
 pub mod tap;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 use crate::power::telemetry::Telemetry;
 use crate::report::{Blind, CameraStats, FrameCounters, FrameReport, SourceState};
 use crate::stats::{DeadlineMisses, LatencyStats};
 use crate::yolo::ClassNames;
+
+/// Where the daemon's socket goes by default (systemd's `RuntimeDirectory=jetdetect`).
+pub const DEFAULT_SOCKET: &str = "/run/jetdetect/detections.sock";
+
+/// `[output]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Path of the UNIX socket (created with mode 0660).
+    pub socket: PathBuf,
+    /// Group to give the socket to (name or id); empty: the daemon's own group.
+    pub socket_group: String,
+    /// Unsent bytes a client may fall behind by before it is dropped, in KiB (16..=65536).
+    pub client_buffer_kib: usize,
+    /// Seconds between `stats` messages and log lines (1..=3600).
+    pub stats_interval_s: u64,
+    /// `[output.mavlink]`: obstacles to a flight controller; absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mavlink: Option<mavlink::MavlinkConfig>,
+    /// `[output.ros2]`: detections and zones on ROS 2 topics; absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ros2: Option<ros2::Ros2Config>,
+    /// `[output.mqtt]`: hazards, stats and status to a fleet's MQTT broker; absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mqtt: Option<mqtt::MqttConfig>,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            socket_group: String::new(),
+            client_buffer_kib: 256,
+            stats_interval_s: 5,
+            mavlink: None,
+            ros2: None,
+            mqtt: None,
+        }
+    }
+}
+
+impl OutputConfig {
+    /// Checks the section's own values; `Err((key, message))` names the key (a dotted key is in
+    /// a sub-table).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let o = self;
+        if o.socket.as_os_str().is_empty() {
+            return Err(("socket", "must not be empty: give the path of the UNIX socket".into()));
+        }
+        if o.socket.as_os_str().len() > 107 {
+            return Err((
+                "socket",
+                format!("'{}' is longer than a UNIX socket path may be (107 bytes)", o.socket.display()),
+            ));
+        }
+        if !(16..=65_536).contains(&o.client_buffer_kib) {
+            return Err((
+                "client_buffer_kib",
+                format!("{} is out of range: allowed 16 to 65536", o.client_buffer_kib),
+            ));
+        }
+        if !(1..=3600).contains(&o.stats_interval_s) {
+            return Err((
+                "stats_interval_s",
+                format!("{} is out of range: allowed 1 to 3600", o.stats_interval_s),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// What the pipeline runs, once it is ready (the socket's `hello` message says it).
 #[derive(Clone, Debug)]

@@ -443,7 +443,7 @@ pub fn run(config: &Config, options: RunOptions, stop: Arc<AtomicBool>) -> Resul
         opened.push(src);
     }
     let mut model_file = ModelFile::new(&config.model.path);
-    let mut detector = Detector::from_config(config)?;
+    let mut detector = crate::daemon::detector(config)?;
     let (iw, ih) = detector.engine().input_size();
     log::info!(
         "model: {}, {} ({}), input {iw}x{ih}, {} classes ({})",

@@ -11,8 +11,25 @@ pub mod cpu;
 pub mod graph;
 pub mod simd;
 
+use serde::{Deserialize, Serialize};
+
 use crate::frame::Frame;
 pub use cpu::CpuPreprocessor;
+
+/// `[preprocess]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreprocessConfig {
+    /// Where preprocessing runs: `cpu`, or `gpu` / `dla` (a generated ONNX
+    /// graph run by the ONNX Runtime engine's providers, DLA through TensorRT).
+    pub device: Device,
+}
+
+impl Default for PreprocessConfig {
+    fn default() -> Self {
+        PreprocessConfig { device: Device::Cpu }
+    }
+}
 
 named_enum! {
     /// `[preprocess] device` and `--preprocess`: where preprocessing runs.

@@ -28,7 +28,51 @@ pub use names::ClassNames;
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::preprocess::Fit;
+
+/// `[detect]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DetectConfig {
+    /// Minimum score to report, exclusive, `0 < x < 1`.
+    pub confidence: f32,
+    /// NMS IoU threshold, `0 < x <= 1`.
+    pub iou: f32,
+    /// Most detections per frame, `1..=10000`.
+    pub max_detections: usize,
+}
+
+impl Default for DetectConfig {
+    fn default() -> Self {
+        DetectConfig { confidence: 0.25, iou: 0.45, max_detections: 100 }
+    }
+}
+
+impl DetectConfig {
+    /// Checks the section's own values; `Err((key, message))` names the key (a dotted key is in
+    /// a sub-table).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let d = self;
+        if !(d.confidence > 0.0 && d.confidence < 1.0) {
+            return Err((
+                "confidence",
+                format!("{} is out of range: allowed 0 < confidence < 1", d.confidence),
+            ));
+        }
+        if !(d.iou > 0.0 && d.iou <= 1.0) {
+            return Err(("iou", format!("{} is out of range: allowed 0 < iou <= 1", d.iou)));
+        }
+        if !(1..=10_000).contains(&d.max_detections) {
+            return Err((
+                "max_detections",
+                format!("{} is out of range: allowed 1 to 10000", d.max_detections),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// How candidates are laid out in the model's output tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

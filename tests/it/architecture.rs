@@ -5,6 +5,9 @@
 //! The scan is textual: comments, strings and character literals are dropped, then every
 //! `crate::` and `super::` path (braced groups expanded) is resolved to the longest module
 //! prefix that is a file. A path into a file's own inline modules (`mod tests`) is that file.
+//! A `mod.rs` naming its own submodules by relative path (`pub use cpu::CpuPreprocessor`) is
+//! not followed: that is the module's inside, as the issue that set this rule defined it
+//! ("a file that reaches itself through `use crate::` imports").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

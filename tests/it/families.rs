@@ -53,7 +53,7 @@ fn detector(r: &Value, export: &str, kind: &str, library: Option<&Path>) -> Dete
     c.detect.confidence = r["conf"].as_f64().unwrap() as f32;
     c.detect.iou = r["iou"].as_f64().unwrap() as f32;
     c.detect.max_detections = r["max_det"].as_u64().unwrap() as usize;
-    Detector::from_config(&c).unwrap_or_else(|e| panic!("{export} on {kind}: {e}"))
+    jetdetect::daemon::detector(&c).unwrap_or_else(|e| panic!("{export} on {kind}: {e}"))
 }
 
 /// A fixture image, named by its path under tests/fixtures as the references name it.
@@ -182,7 +182,7 @@ fn assert_nms_refused_on_tract(r: &Value, export: &str) {
     c.engine.kind = jetdetect::engine::EngineKind::Tract;
     let size = r["imgsz"].as_u64().unwrap() as u32;
     (c.model.input_width, c.model.input_height) = (size, size);
-    let e = Detector::from_config(&c).err().expect("refused").to_string();
+    let e = jetdetect::daemon::detector(&c).err().expect("refused").to_string();
     for want in [export, "NMS inside", "nms=True", "kind = \"onnxruntime\"", "re-export"] {
         assert!(e.contains(want), "{export}: {e}");
     }
@@ -232,7 +232,7 @@ fn a_batch_of_end_to_end_and_dynamic_exports_gives_each_frame_what_it_gets_alone
         (c.model.input_width, c.model.input_height) = (160, 160);
         c.engine.max_batch = 3;
         c.source.0 = vec![c.source.0[0].clone(); 3];
-        let mut d = Detector::from_config(&c).unwrap();
+        let mut d = jetdetect::daemon::detector(&c).unwrap();
         assert_eq!(d.max_batch(), 3, "{export}");
         let names: Vec<&String> = r["exports"][export]["images"].as_object().unwrap().keys().collect();
         let frames: Vec<Frame> = names.iter().take(3).map(|n| image(n)).collect();

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use jetdetect::config::Config;
-use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
 use jetdetect::source::{self, file::load_image};
 use jetdetect::yolo::Detection;
@@ -39,8 +38,8 @@ fn same(a: &[Detection], b: &[Detection], what: &str) {
 fn onnxruntime_cpu_matches_tract_on_fixtures_and_the_synthetic_source() {
     let lib = library();
     for model in ["obstacles-v8.onnx", "obstacles-v5.onnx"] {
-        let mut ort = Detector::from_config(&config("onnxruntime", &lib, model)).unwrap();
-        let mut tract = Detector::from_config(&config("tract", &lib, model)).unwrap();
+        let mut ort = jetdetect::daemon::detector(&config("onnxruntime", &lib, model)).unwrap();
+        let mut tract = jetdetect::daemon::detector(&config("tract", &lib, model)).unwrap();
         let described = ort.engine().describe();
         // The version is logged and sent in `hello`: the wheel's library is named for it.
         let version = lib.file_name().unwrap().to_str().unwrap().rsplit(".so.").next().unwrap().to_string();
@@ -72,7 +71,7 @@ fn onnxruntime_cpu_matches_tract_on_fixtures_and_the_synthetic_source() {
 
 #[test]
 fn a_missing_or_unloadable_library_is_a_documented_error() {
-    let e = Detector::from_config(&config(
+    let e = jetdetect::daemon::detector(&config(
         "onnxruntime",
         Path::new("/nonexistent/libonnxruntime.so"),
         "obstacles-v8.onnx",
@@ -87,7 +86,7 @@ fn a_missing_or_unloadable_library_is_a_documented_error() {
     );
     let mut c = config("onnxruntime", Path::new("/etc/hostname"), "obstacles-v8.onnx");
     c.engine.library = root().join("Cargo.toml");
-    let err = Detector::from_config(&c).err().unwrap();
+    let err = jetdetect::daemon::detector(&c).err().unwrap();
     let e = err.to_string();
     assert!(e.contains("cannot load ONNX Runtime") || e.contains("already loaded"), "{e}");
     if e.contains("cannot load ONNX Runtime") {
@@ -103,13 +102,13 @@ fn missing_providers_and_a_dla_the_board_lacks_are_documented_errors() {
     let lib = library();
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
     c.engine.providers = vec![jetdetect::engine::Provider::TensorRt];
-    let e = Detector::from_config(&c).err().unwrap().to_string();
+    let e = jetdetect::daemon::detector(&c).err().unwrap().to_string();
     assert!(e.contains("none of the providers") && e.contains("tensorrt"), "{e}");
     assert!(e.contains("TensorRT execution provider is not enabled in this build"), "{e}");
     // DLA asked for on a machine without one: refused before TensorRT could quietly use the GPU.
     c.engine.tensorrt.dla_core = Some(0);
     c.engine.providers = vec![jetdetect::engine::Provider::TensorRt, jetdetect::engine::Provider::Cpu];
-    let e = Detector::from_config(&c).err().unwrap().to_string();
+    let e = jetdetect::daemon::detector(&c).err().unwrap().to_string();
     assert!(e.contains("this board has no DLA") && e.contains("remove [engine.tensorrt] dla_core"), "{e}");
     // The board is the one [power] root stands for: an Orin NX 8GB has one DLA core, an AGX
     // Orin two (core 1 passes the check; TensorRT, missing from this build, is passed over for
@@ -117,14 +116,14 @@ fn missing_providers_and_a_dla_the_board_lacks_are_documented_errors() {
     let boards = root().join("tests/fixtures/jetson");
     c.power.root = boards.join("orin-nx-10w");
     c.engine.tensorrt.dla_core = Some(1);
-    let e = Detector::from_config(&c).err().unwrap().to_string();
+    let e = jetdetect::daemon::detector(&c).err().unwrap().to_string();
     assert!(e.contains("this board has 1 DLA core: use 0"), "{e}");
     c.power.root = boards.join("agx-orin-jp7");
-    if let Err(e) = Detector::from_config(&c) {
+    if let Err(e) = jetdetect::daemon::detector(&c) {
         panic!("DLA core 1 on an AGX Orin: {e}");
     }
     c.power.root = boards.join("nano-jp4");
-    let e = Detector::from_config(&c).err().unwrap().to_string();
+    let e = jetdetect::daemon::detector(&c).err().unwrap().to_string();
     let nano = boards.join("nano-jp4/sys/devices/platform");
     assert!(e.contains(&format!("no DLA (none under {})", nano.display())), "{e}");
 }
@@ -223,10 +222,10 @@ fn preprocessing_graph_in_onnxruntime_equals_cpu_preprocessing() {
 #[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn detections_with_accelerated_preprocessing_equal_cpu_preprocessing() {
     let lib = library();
-    let mut host = Detector::from_config(&config("onnxruntime", &lib, "obstacles-v8.onnx")).unwrap();
+    let mut host = jetdetect::daemon::detector(&config("onnxruntime", &lib, "obstacles-v8.onnx")).unwrap();
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
     c.preprocess.device = jetdetect::preprocess::Device::Gpu;
-    let mut device = Detector::from_config(&c).unwrap();
+    let mut device = jetdetect::daemon::detector(&c).unwrap();
     let mut frame = Frame::empty();
     let mut total = 0;
     for format in ["yuyv", "nv12", "rgb24"] {
@@ -254,7 +253,7 @@ fn dla_preprocessing_without_tensorrt_says_what_to_do() {
     let mut c = config("onnxruntime", &lib, "obstacles-v8.onnx");
     c.engine.providers = vec![jetdetect::engine::Provider::TensorRt, jetdetect::engine::Provider::Cpu];
     c.preprocess.device = jetdetect::preprocess::Device::Dla;
-    let mut d = Detector::from_config(&c).unwrap();
+    let mut d = jetdetect::daemon::detector(&c).unwrap();
     let e = d.warm_up(1).unwrap_err().to_string();
     assert!(
         e.contains("device = \"dla\" runs through TensorRT") && e.contains("use device = \"gpu\""),
@@ -266,11 +265,11 @@ fn dla_preprocessing_without_tensorrt_says_what_to_do() {
 #[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn auto_picks_onnxruntime_when_found_and_tract_otherwise() {
     let lib = library();
-    let auto = Detector::from_config(&config("auto", &lib, "obstacles-v8.onnx")).unwrap();
+    let auto = jetdetect::daemon::detector(&config("auto", &lib, "obstacles-v8.onnx")).unwrap();
     assert!(auto.engine().describe().starts_with("onnxruntime"), "{}", auto.engine().describe());
     // A library that is configured but missing (or cannot load) is not fatal for auto: tract runs the model.
     let missing = Path::new("/nonexistent-jd/libonnxruntime.so");
-    let mut fallback = Detector::from_config(&config("auto", missing, "obstacles-v8.onnx")).unwrap();
+    let mut fallback = jetdetect::daemon::detector(&config("auto", missing, "obstacles-v8.onnx")).unwrap();
     assert!(fallback.engine().describe().starts_with("tract"), "{}", fallback.engine().describe());
     let frame = {
         let mut src = jetdetect::source::open("synthetic://?width=320&height=240&fps=0&seed=3").unwrap();
@@ -280,7 +279,7 @@ fn auto_picks_onnxruntime_when_found_and_tract_otherwise() {
     };
     assert!(!fallback.detect(&frame).unwrap().is_empty());
     // Asked for by name, a missing library stays an error.
-    let e = Detector::from_config(&config("onnxruntime", missing, "obstacles-v8.onnx")).err().unwrap();
+    let e = jetdetect::daemon::detector(&config("onnxruntime", missing, "obstacles-v8.onnx")).err().unwrap();
     assert!(e.to_string().contains("/nonexistent-jd/libonnxruntime.so: no such file"), "{e}");
 }
 
@@ -381,7 +380,7 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     let mut c = config("onnxruntime", &lib, "obstacles-v8-batch.onnx");
     // Four cameras: the dynamic batch axis is bound for one to four images.
     c.source.0 = vec![c.source.0[0].clone(); 4];
-    let mut ort = Detector::from_config(&c).unwrap();
+    let mut ort = jetdetect::daemon::detector(&c).unwrap();
     assert_eq!(ort.max_batch(), 4);
     let frames = scenes("yuyv", 4);
     let alone: Vec<Vec<Detection>> = frames.iter().map(|f| ort.detect(f).unwrap().to_vec()).collect();
@@ -394,7 +393,7 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     // The same network with its batch fixed at 2 (an export with batch=2): every run has two
     // slots; one frame runs in the first, two fill both.
     let fixed = crate::common::fixed_batch_model(2, "ort");
-    let mut two = Detector::from_config(&config("onnxruntime", &lib, fixed.to_str().unwrap())).unwrap();
+    let mut two = jetdetect::daemon::detector(&config("onnxruntime", &lib, fixed.to_str().unwrap())).unwrap();
     assert_eq!(two.max_batch(), 2);
     same(two.detect(&frames[2]).unwrap(), &alone[2], "onnxruntime, fixed batch 2, one frame");
     two.detect_batch(frames[..2].iter()).unwrap();
@@ -404,11 +403,11 @@ fn a_batched_run_gives_each_camera_what_it_gets_alone_and_device_preprocessing_r
     let _ = std::fs::remove_file(&fixed);
     // `[engine] max_batch = 1`: one camera per run, in turn.
     c.engine.max_batch = 1;
-    assert_eq!(Detector::from_config(&c).unwrap().max_batch(), 1);
+    assert_eq!(jetdetect::daemon::detector(&c).unwrap().max_batch(), 1);
     // Preprocessing on the device writes one image per run: no batches.
     c.engine.max_batch = 4;
     c.preprocess.device = jetdetect::preprocess::Device::Gpu;
-    let mut gpu = Detector::from_config(&c).unwrap();
+    let mut gpu = jetdetect::daemon::detector(&c).unwrap();
     assert_eq!(gpu.max_batch(), 1);
     same(gpu.detect(&frames[0]).unwrap(), &alone[0], "device preprocessing, one image");
 }
@@ -418,8 +417,8 @@ fn a_model_with_a_fixed_batch_runs_all_its_slots_on_tract() {
     // tract needs no library: this runs everywhere.
     let lib = PathBuf::new();
     let fixed = crate::common::fixed_batch_model(2, "tract");
-    let mut one = Detector::from_config(&config("tract", &lib, "obstacles-v8.onnx")).unwrap();
-    let mut two = Detector::from_config(&config("tract", &lib, fixed.to_str().unwrap())).unwrap();
+    let mut one = jetdetect::daemon::detector(&config("tract", &lib, "obstacles-v8.onnx")).unwrap();
+    let mut two = jetdetect::daemon::detector(&config("tract", &lib, fixed.to_str().unwrap())).unwrap();
     let _ = std::fs::remove_file(&fixed);
     // A fixed batch is the model's, whatever the cameras: one camera's frames run in slot 0.
     assert_eq!((one.max_batch(), two.max_batch()), (1, 2));

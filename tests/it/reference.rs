@@ -3,7 +3,6 @@
 //! ultralytics' own `predict`, for both the YOLOv8 and the YOLOv5 layout.
 
 use jetdetect::config::Config;
-use jetdetect::detector::Detector;
 use jetdetect::frame::Frame;
 use jetdetect::preprocess::{CpuPreprocessor, Fit, Letterbox, Preprocessor};
 use jetdetect::source::{self, file::load_image};
@@ -147,7 +146,7 @@ fn end_to_end_matches_numpy_and_ultralytics_predict() {
         config.detect.confidence = r["conf"].as_f64().unwrap() as f32;
         config.detect.iou = r["iou"].as_f64().unwrap() as f32;
         config.detect.max_detections = r["max_det"].as_u64().unwrap() as usize;
-        let mut detector = Detector::from_config(&config).unwrap();
+        let mut detector = jetdetect::daemon::detector(&config).unwrap();
         assert_eq!(detector.names().name(2), "cone", "names come from the model's metadata");
         let mut total = 0;
         for (name, entry) in images(&r, layout) {
@@ -178,7 +177,7 @@ fn both_layouts_give_the_same_detections() {
         let mut config = Config::default();
         config.engine.kind = jetdetect::engine::EngineKind::Tract;
         config.model.path = root().join("models").join(file);
-        let mut d = Detector::from_config(&config).unwrap();
+        let mut d = jetdetect::daemon::detector(&config).unwrap();
         let frame = load_fixture("scene_480x480.png");
         d.detect(&frame).unwrap().to_vec()
     };

@@ -2,7 +2,6 @@
 //! against the source's exact ground truth, on scenes it was not trained on.
 
 use jetdetect::config::Config;
-use jetdetect::detector::Detector;
 use jetdetect::eval::{match_frame, Counts};
 use jetdetect::frame::Frame;
 use jetdetect::source;
@@ -11,7 +10,7 @@ fn score(uri: &str, frames: u64) -> Counts {
     let mut config = Config::default();
     config.engine.kind = jetdetect::engine::EngineKind::Tract;
     config.model.path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/obstacles-v8.onnx").into();
-    let mut detector = Detector::from_config(&config).unwrap();
+    let mut detector = jetdetect::daemon::detector(&config).unwrap();
     let mut src = source::open(uri).unwrap();
     let mut frame = Frame::empty();
     let mut counts = Counts::default();

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jetdetect::config::Config;
-use jetdetect::detector::Detector;
 use jetdetect::error::{Error, Result};
 use jetdetect::frame::Frame;
 use jetdetect::output::Output;
@@ -265,7 +264,7 @@ fn run_detector(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     let uri = options.source.as_deref().unwrap_or(&config.source.first().uri);
     let start = Instant::now();
     let mut src = source::open_with(uri, &config.source.first().controls)?;
-    let mut detector = Detector::from_config(config)?;
+    let mut detector = jetdetect::daemon::detector(config)?;
     let load_s = start.elapsed().as_secs_f64();
     let mut frame = Frame::empty();
     let mode = options.mode;
