@@ -1,11 +1,89 @@
 //! The composition root: the one place that reads the whole [`Config`] and builds the parts of
 //! the daemon from their sections. Below it, each part knows only its own section; the
-//! pipeline knows the outputs only as [`Output`]s.
+//! pipeline knows the outputs only as [`Output`]s and the cameras as opened sources.
+
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::detector::{Detector, DetectorSetup};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::hazard::Hazards;
 use crate::output::{self, Output};
+use crate::pipeline::model_file::ModelFile;
+use crate::pipeline::{self, Camera, Pipeline, RunSummary};
+use crate::power::telemetry::Sampler;
+use crate::power::{ClockControl, PowerSession};
+use crate::shutdown::Shutdown;
+use crate::source;
+
+/// How a run is started, beyond the config file.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Where frames and statistics go ([`outputs`], plus `--echo` or a benchmark's counter).
+    pub outputs: Vec<Box<dyn Output>>,
+    /// Stop after this many published frames (`jetdetect bench`); `None` runs until stopped.
+    pub max_frames: Option<u64>,
+    /// Do not print the statistics table at the end (the caller reports them).
+    pub quiet: bool,
+    /// Who applies and restores the clocks.
+    pub clocks: ClockControl,
+}
+
+/// Runs the daemon `config` describes until `shutdown` is requested or its sources end. The
+/// clocks come first: an unclean exit's changes are put back and the profile applied; they are
+/// restored when this returns, whatever it returns.
+pub fn run(config: &Config, options: RunOptions, shutdown: Shutdown) -> Result<RunSummary> {
+    let power = match options.clocks {
+        ClockControl::Daemon => PowerSession::start(&config.power)?,
+        ClockControl::Service => PowerSession::observe(&config.power),
+    };
+    let telemetry =
+        Sampler::spawn(power.discovered.clone(), Duration::from_millis(config.power.telemetry_ms))
+            .map_err(|e| Error::io("cannot start the telemetry thread", e))?;
+    let sources = &config.source.0;
+    let many = sources.len() > 1;
+    let mut opened = Vec::with_capacity(sources.len());
+    for s in sources {
+        let src = source::open_with(&s.uri, &s.controls).map_err(|e| match many {
+            true => Error::Camera { camera: s.name.clone(), source: Box::new(e) },
+            false => Error::Source(e),
+        })?;
+        match many {
+            true => log::info!("source {}: {}", s.name, src.describe()),
+            false => log::info!("source: {}", src.describe()),
+        }
+        opened.push(src);
+    }
+    let model_file = ModelFile::new(&config.model.path);
+    let detector = detector(config)?;
+    let mut cameras = Vec::with_capacity(sources.len());
+    for (s, source) in sources.iter().zip(opened) {
+        let hazards = match config.hazards.enabled {
+            true => {
+                let camera = s.camera.as_ref().unwrap_or(&config.camera);
+                Some(Hazards::new(&config.hazards, camera, detector.names())?)
+            }
+            false => None,
+        };
+        let stale = s.stale_ms.map_or(config.latency.stale(), |ms| Duration::from_secs_f64(ms / 1e3));
+        cameras.push(Camera { name: s.name.clone(), source, stale, hazards });
+    }
+    let run = Pipeline {
+        cameras,
+        detector,
+        max_batch_asked: config.engine.max_batch,
+        outputs: options.outputs,
+        stats_interval: Duration::from_secs(config.output.stats_interval_s),
+        latency: config.latency,
+        model_file,
+        max_frames: options.max_frames,
+        quiet: options.quiet,
+    };
+    let summary = pipeline::run(run, &telemetry, shutdown);
+    drop(telemetry);
+    drop(power);
+    summary
+}
 
 /// The detector the config describes (`[model]`, `[engine]`, `[preprocess]`, `[detect]`, sized
 /// for its cameras, on the board at `[power] root`).

@@ -51,6 +51,7 @@ pub mod pipeline;
 pub mod power;
 pub mod preprocess;
 pub mod report;
+pub mod shutdown;
 pub mod source;
 pub mod stats;
 pub mod yolo;

@@ -330,7 +330,7 @@ fn count_daemon(config: &Config, pipeline_only: bool) -> DaemonRun {
     }
     let mut outputs = jetdetect::daemon::outputs(config);
     outputs.push(Box::new(Window(seen.clone(), counted.clone())));
-    let options = jetdetect::pipeline::RunOptions {
+    let options = jetdetect::daemon::RunOptions {
         outputs,
         max_frames: Some(TO as u64 + 5),
         quiet: true,
@@ -338,8 +338,8 @@ fn count_daemon(config: &Config, pipeline_only: bool) -> DaemonRun {
     };
     PIPELINE.with(|p| p.set(1)); // this thread publishes
     PIPELINE_ONLY.store(pipeline_only, Ordering::SeqCst);
-    let summary =
-        jetdetect::pipeline::run(config, options, Arc::new(AtomicBool::new(false))).expect("the daemon runs");
+    let summary = jetdetect::daemon::run(config, options, jetdetect::shutdown::Shutdown::new())
+        .expect("the daemon runs");
     ON.store(false, Ordering::SeqCst);
     TRACE.store(false, Ordering::SeqCst);
     PIPELINE_ONLY.store(false, Ordering::SeqCst);

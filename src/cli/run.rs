@@ -1,12 +1,11 @@
 //! `jetdetect run`: the daemon. Loads the config, installs the signal handlers and hands
-//! over to [`pipeline::run`] until SIGTERM or SIGINT.
+//! over to [`daemon::run`] until SIGTERM or SIGINT.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use jetdetect::config::Config;
-use jetdetect::pipeline::{self, RunOptions};
+use jetdetect::daemon::{self, RunOptions};
+use jetdetect::shutdown::Shutdown;
 use jetdetect::{output, power, Error};
 
 /// `jetdetect run`.
@@ -53,9 +52,9 @@ pub fn run(args: Args) -> Result<bool, Error> {
         }
         Ok::<(), std::convert::Infallible>(())
     })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    watch_signals(stop.clone())?;
-    let mut outputs = jetdetect::daemon::outputs(&cfg);
+    let shutdown = Shutdown::new();
+    watch_signals(shutdown.clone())?;
+    let mut outputs = daemon::outputs(&cfg);
     if echo {
         outputs.push(Box::new(output::echo::Echo::default()));
     }
@@ -67,13 +66,13 @@ pub fn run(args: Args) -> Result<bool, Error> {
         },
         ..RunOptions::default()
     };
-    pipeline::run(&cfg, options, stop)?;
+    daemon::run(&cfg, options, shutdown)?;
     Ok(true)
 }
 
 /// SIGTERM and SIGINT stop the daemon cleanly (clients get a `bye`, clocks are
 /// restored). A second one while it stops restores the clocks and exits at once.
-fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), Error> {
+fn watch_signals(shutdown: Shutdown) -> Result<(), Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
         .map_err(|e| Error::io("cannot install signal handlers", e))?;
@@ -86,7 +85,7 @@ fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), Error> {
                 received += 1;
                 if received == 1 {
                     log::info!("{name}: stopping (send it again to exit at once)");
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    shutdown.request();
                 } else {
                     log::warn!("{name} again: restoring clocks and exiting now");
                     jetdetect::power::session::restore_active();

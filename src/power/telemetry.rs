@@ -147,3 +147,50 @@ impl Telemetry {
         t
     }
 }
+
+/// The telemetry thread: samples the board every period, so that the newest sample is at hand
+/// without a read of sysfs on the caller's thread. Stopped and joined when dropped.
+pub struct Sampler {
+    latest: std::sync::Arc<std::sync::Mutex<Telemetry>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    /// Starts sampling `disc` every `period`.
+    pub fn spawn(disc: Discovered, period: std::time::Duration) -> std::io::Result<Sampler> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        use std::time::{Duration, Instant};
+        let latest = Arc::new(Mutex::new(Telemetry::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (slot, stopped) = (Arc::clone(&latest), Arc::clone(&stop));
+        let thread = std::thread::Builder::new().name("telemetry".into()).spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                let sample = Telemetry::sample(&disc);
+                if let Ok(mut s) = slot.lock() {
+                    *s = sample;
+                }
+                let until = Instant::now() + period;
+                while Instant::now() < until && !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        })?;
+        Ok(Sampler { latest, stop, thread: Some(thread) })
+    }
+
+    /// The newest sample (the default before the first).
+    pub fn latest(&self) -> Telemetry {
+        self.latest.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

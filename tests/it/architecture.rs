@@ -388,3 +388,44 @@ fn a_planted_circle_is_found() {
     assert_eq!(circle(&edges, &m("c")), None, "a file's own tests are the file");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The functions of `text` longer than `max` lines, by name (a `fn` line to the closing brace at
+/// its indentation, as rustfmt lays them out).
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut long = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let after_vis = trimmed
+            .strip_prefix("pub ")
+            .or_else(|| trimmed.strip_prefix("pub(").and_then(|r| r.split_once(") ").map(|(_, rest)| rest)));
+        let Some(name) = after_vis.unwrap_or(trimmed).strip_prefix("fn ") else { continue };
+        let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let indent = line.len() - trimmed.len();
+        let close = " ".repeat(indent) + "}";
+        if let Some(end) = lines[i..].iter().position(|l| l.trim_end() == close) {
+            if end + 1 > max {
+                long.push((name, end + 1));
+            }
+        }
+    }
+    long
+}
+
+#[test]
+fn no_function_of_the_pipeline_is_longer_than_120_lines() {
+    let mut files = Vec::new();
+    rust_files(&repo().join("src/pipeline"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            long_functions(&std::fs::read_to_string(f).unwrap(), 120)
+                .into_iter()
+                .map(move |(func, n)| format!("{name}: {func} is {n} lines"))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these into steps: {long:?}");
+    // The measure itself: a 3-line function is 3 lines.
+    assert_eq!(long_functions("fn a() {\n    x();\n}\n", 2), vec![("a".to_string(), 3)]);
+}

@@ -22,10 +22,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jetdetect::config::Config;
+use jetdetect::daemon::RunOptions;
 use jetdetect::error::{Error, Result};
 use jetdetect::frame::Frame;
 use jetdetect::output::Output;
-use jetdetect::pipeline::{self, RunOptions};
 use jetdetect::report::FrameReport;
 use jetdetect::source;
 use jetdetect::stats::{LatencyStats, Percentiles};
@@ -482,7 +482,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
     outputs.push(Box::new(Counter(seen.clone())));
     let run_options =
         RunOptions { outputs, max_frames: Some(options.frames), quiet: true, ..Default::default() };
-    let result = pipeline::run(&config, run_options, Arc::new(AtomicBool::new(false)));
+    let result = jetdetect::daemon::run(&config, run_options, jetdetect::shutdown::Shutdown::new());
     give_up.store(true, Ordering::Relaxed);
     let reads: Vec<ClientRead> = clients.into_iter().map(|c| c.join().unwrap_or_default()).collect();
     let client_lines: Vec<u64> = reads.iter().map(|r| r.lines).collect();
