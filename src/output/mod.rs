@@ -207,6 +207,13 @@ pub enum OutputError {
     /// The MQTT output (`[output.mqtt]`).
     #[error("[output.mqtt]: {0}")]
     Mqtt(String),
+    /// The MQTT output's on-disk queue (`[output.mqtt] queue_dir`) cannot be used; the system's
+    /// error is kept as the source.
+    #[error(
+        "[output.mqtt]: {0}: give [output.mqtt] queue_dir a folder the service may write (default {default})",
+        default = mqtt::DEFAULT_QUEUE_DIR
+    )]
+    MqttQueue(#[source] mqtt::queue::QueueError),
     /// An output's own thread could not be started: `context` says which.
     #[error("{context}: {source}")]
     Thread {
@@ -235,4 +242,20 @@ pub(crate) fn join_within(thread: std::thread::JoinHandle<()>, wait: std::time::
         let _ = thread.join();
     }
     finished
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unusable_mqtt_queue_says_what_to_do_and_keeps_the_system_error() {
+        let dir = std::path::Path::new("/proc/jetdetect-queue");
+        let e = OutputError::MqttQueue(mqtt::queue::DiskQueue::open(dir, 1 << 20).err().unwrap());
+        let text = e.to_string();
+        assert!(text.starts_with("[output.mqtt]: the MQTT queue /proc/jetdetect-queue: "), "{text}");
+        assert!(text.ends_with("give [output.mqtt] queue_dir a folder the service may write (default /var/lib/jetdetect/mqtt)"), "{text}");
+        let queue = std::error::Error::source(&e).unwrap();
+        assert!(std::error::Error::source(queue).unwrap().is::<std::io::Error>(), "{e:?}");
+    }
 }

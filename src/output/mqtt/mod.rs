@@ -22,8 +22,14 @@
 #[cfg(feature = "mqtt")]
 pub mod link;
 #[cfg(feature = "mqtt")]
+mod net;
+#[cfg(feature = "mqtt")]
 mod output;
 pub mod queue;
+#[cfg(feature = "mqtt")]
+mod sender;
+#[cfg(feature = "mqtt")]
+mod shared;
 
 use std::path::{Path, PathBuf};
 
