@@ -23,17 +23,15 @@
 //!
 //! Why step 1 does not use a lost track's filter: an object going behind another is seen
 //! shrinking (the box on the part in view), the filter learns that rate and predicts a
-//! sliver, and an object closing in grows while it is hidden. With the looming prediction,
-//! identity switches on `jetdetect eval --hazards`'s scenes fell from 39 / 23 / 34 / 38 to 33 /
-//! 20 / 32 / 30 (seeds 1 to 4); moved but not grown, 42 / 25 / 32 on seeds 1 to 3
-//! (docs/hazards.md).
+//! sliver, and an object closing in grows while it is hidden. The looming prediction cut the
+//! identity switches on `jetdetect eval --hazards`'s scenes; a box moved but not grown made
+//! them worse (the figures per seed: docs/hazards.md, Tracking).
 //!
 //! Why step 5 looks for parts: a detector boxes the two sides of an object that another stands
 //! in front of, and the box on part of an object coming out from behind another, as objects
 //! of their own; a second track on them gives the object two numbers, and which one it is seen
-//! under changes as the boxes change. Without such tracks, identity switches fell from 33 / 20 / 32 / 30
-//! to 29 / 17 / 19 / 25 (seeds 1 to 4). These figures are with the detector of 2026-12-06; the
-//! one shipped since, trained with crowded images, gives 13 / 13 / 12 / 19 with both passes.
+//! under changes as the boxes change. Without such tracks, identity switches fell on every seed
+//! (docs/hazards.md, Tracking, with the figures of each detector).
 //!
 //! Matching is optimal (the Hungarian algorithm, `assign`) on `1 - IoU`, within one class.
 //! Differences from the reference: time is real (a lost track lives `lost_s` seconds, not a
@@ -171,9 +169,8 @@ struct WholeView {
 const MAX_GROWTH: f64 = 3.0;
 
 /// The least share of an unmatched box inside where a track's object is for the box to be
-/// taken as part of that object (chosen on seeds 1 to 3 of `jetdetect eval --hazards`, before
-/// the two-sides rule: 0.5, 0.6, 0.7, 0.8 and 0.9 gave 71, 71, 75, 77 and 81 identity switches
-/// in all, 85 without the rule).
+/// taken as part of that object (chosen on `jetdetect eval --hazards`'s seeds from 0.5 to 0.9;
+/// the sweep is in docs/hazards.md).
 const PART_INSIDE: f32 = 0.6;
 
 /// Two boxes are the sides of one object when they share at least this much of the larger
