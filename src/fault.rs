@@ -10,8 +10,10 @@
 //! * `sysfs-write:<errno>@<path>`: every write to the clock file `<path>`
 //!   fails with `EACCES`, `EBUSY`, `ENOENT`, `EROFS` or `EIO`.
 //!
-//! Compiled only with the `fault-injection` feature, which the tests turn on and no shipped
-//! build has (`lib.rs` puts empty points in its place). In-process tests add faults with [`inject`]. With none set, a point costs two
+//! Compiled into debug builds only (`cargo build`, `cargo test`, `cargo run`: the dev and test
+//! profiles, with `debug_assertions`); every release build, which is every build that ships,
+//! gets empty points in its place (`lib.rs`). A cargo feature did this before, and made `cargo
+//! run` after `cargo test` recompile the crate, the two builds differing in it. In-process tests add faults with [`inject`]. With none set, a point costs two
 //! atomic loads (the `Once` and the flag). The variable is read once, at the first point reached.
 
 use std::path::{Path, PathBuf};

@@ -24,13 +24,13 @@ pub mod detector;
 pub mod engine;
 pub mod error;
 pub mod eval;
-#[cfg(feature = "fault-injection")]
+#[cfg(debug_assertions)]
 pub mod fault;
 pub mod fleet;
-#[cfg(not(feature = "fault-injection"))]
+#[cfg(not(debug_assertions))]
 mod fault {
-    //! Without the `fault-injection` feature (every build that ships) the injection points
-    //! compile to nothing and `JETDETECT_FAULT` is never read.
+    //! In release builds (every build that ships: the packages, the static and JetPack
+    //! binaries) the injection points compile to nothing and `JETDETECT_FAULT` is never read.
 
     /// No fault: the stage runs.
     #[inline(always)]
