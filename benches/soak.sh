@@ -6,7 +6,8 @@
 # that long, one client reading every message; RSS and descriptors sampled from /proc, FPS
 # and end-to-end p99 from every `stats` message. Fails when RSS grows by more than
 # RSS_SLACK_KIB (4096), descriptors grow, FPS falls by more than FPS_DROP_PCT (10) or p99 grows
-# by more than P99_GROWTH_PCT (50) between the first and last quarter, or a message is lost.
+# by more than P99_GROWTH_PCT (50) and more than P99_SLACK_MS (5) between the first and last
+# quarter, or a message is lost.
 # Every sample goes to SAMPLES (CSV, default /tmp/jetdetect-soak.csv). See benches/soak_daemon.py.
 #   DURATION=8h benches/soak.sh
 #

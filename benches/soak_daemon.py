@@ -45,6 +45,9 @@ def main():
     slack = int(os.environ.get("RSS_SLACK_KIB", "4096"))
     fps_drop = float(os.environ.get("FPS_DROP_PCT", "10"))
     p99_growth = float(os.environ.get("P99_GROWTH_PCT", "50"))
+    # A few milliseconds of p99 are the scheduler's on a shared 2-core machine (a 1-minute CI soak
+    # went from 4.6 to 8.2 ms with nothing growing); a pipeline that degrades goes well past it.
+    p99_slack = float(os.environ.get("P99_SLACK_MS", "5"))
     warmup = float(os.environ.get("WARMUP_S", str(min(60.0, total / 6))))
     out_csv = os.environ.get("SAMPLES", "/tmp/jetdetect-soak.csv")
     sock_path = f"/tmp/jetdetect-soak-{os.getpid()}.sock"
@@ -128,8 +131,9 @@ def main():
         bad.append(f"open descriptors grew from {fds0} to {fds1}")
     if fps1 < fps0 * (1 - fps_drop / 100):
         bad.append(f"FPS fell by {100 * (1 - fps1 / fps0):.1f} % (> FPS_DROP_PCT={fps_drop})")
-    if p991 > p990 * (1 + p99_growth / 100):
-        bad.append(f"p99 grew by {100 * (p991 / p990 - 1):.1f} % (> P99_GROWTH_PCT={p99_growth})")
+    if p991 > p990 * (1 + p99_growth / 100) and p991 - p990 > p99_slack:
+        bad.append(f"p99 grew by {100 * (p991 / p990 - 1):.1f} %, {p991 - p990:.1f} ms "
+                   f"(> P99_GROWTH_PCT={p99_growth} and > P99_SLACK_MS={p99_slack})")
     if detections != published - counted_from:
         bad.append(f"the client read {detections} frame messages of {published - counted_from} published")
     if bad:
