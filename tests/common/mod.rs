@@ -34,6 +34,18 @@ pub fn sessions() -> std::sync::MutexGuard<'static, ()> {
     SESSIONS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Checks that this is root with a working `unshare(1)` (a private mount namespace), for the
+/// tests that mount over a tree or a state directory; `what` says which. Those tests run only
+/// where build.rs found both or `JETDETECT_REQUIRE_ROOT` is set, so their absence is a failure.
+pub fn need_root_and_unshare(what: &str) {
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let probe = Command::new("unshare").args(["-m", "true"]).status();
+    assert!(
+        is_root && probe.is_ok_and(|s| s.success()),
+        "{what} needs root and a working unshare(1) (util-linux): run the tests as root"
+    );
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

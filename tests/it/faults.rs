@@ -319,12 +319,7 @@ fn the_daemon_keeps_detecting_unpinned_when_a_clock_file_is_busy() {
 /// read-only. Needs root and unshare(1): a test that calls this runs only where build.rs found
 /// them or `JETDETECT_REQUIRE_ROOT` is set.
 fn run_with_state_dir(cfg: &Path, mount: &Path, how: &str) -> Command {
-    let is_root = unsafe { libc::geteuid() } == 0;
-    let probe = Command::new("unshare").args(["-m", "true"]).status();
-    assert!(
-        is_root && probe.is_ok_and(|s| s.success()),
-        "a full or read-only state directory needs root and a working unshare(1) (util-linux): run the tests as root"
-    );
+    crate::common::need_root_and_unshare("a full or read-only state directory");
     std::fs::create_dir_all(mount).unwrap();
     let setup = match how {
         "full" => "mount -t tmpfs -o size=64k jd-state \"$1\" && (head -c 1048576 /dev/zero >\"$1/fill\" 2>/dev/null; true)",

@@ -280,12 +280,7 @@ fn the_daemon_pins_clocks_reports_telemetry_and_restores_on_sigterm_and_after_si
 /// the service's sandbox leaves /sys to the daemon. Needs root and unshare(1): a test that calls
 /// this runs only where build.rs found them or `JETDETECT_REQUIRE_ROOT` is set.
 fn on_a_read_only_tree(tree: &Path, args: &[&str]) -> Command {
-    let is_root = unsafe { libc::geteuid() } == 0;
-    let probe = Command::new("unshare").args(["-m", "true"]).status();
-    assert!(
-        is_root && probe.is_ok_and(|s| s.success()),
-        "a read-only tree needs root and a working unshare(1) (util-linux): run the tests as root"
-    );
+    crate::common::need_root_and_unshare("a read-only tree");
     let mut cmd = Command::new("unshare");
     cmd.args(["-m", "--propagation", "private", "sh", "-c"])
         .arg("mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && shift && exec \"$@\"")
