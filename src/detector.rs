@@ -85,6 +85,27 @@ impl ModelConfig {
         }
         Ok(())
     }
+
+    /// Checks that the files the section names (the model, the class names) are readable
+    /// files. `check` and `run` both call it, through the config.
+    pub fn check_files(&self) -> Result<(), (&'static str, String)> {
+        let mut files = vec![("path", &self.path)];
+        if let Some(n) = &self.names {
+            files.push(("names", n));
+        }
+        for (key, f) in files {
+            if !f.is_file() {
+                return Err((
+                    key,
+                    format!(
+                        "'{}' is not a readable file (relative paths are relative to the config file)",
+                        f.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a [`Detector`] is made from: its sections of the config, and what it must know of the

@@ -43,7 +43,7 @@ pub enum ClocksBy {
 /// Runs the daemon until it is stopped; `Ok(true)` after a clean stop.
 pub fn run(args: Args) -> Result<bool, Error> {
     let Args { config, source, socket, echo, clocks } = args;
-    let cfg = Config::load_with(&config, |c| {
+    let cfg = Config::load_for_run(&config, |c| {
         if let Some(s) = source {
             c.source.replace_with(s);
         }

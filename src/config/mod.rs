@@ -21,7 +21,7 @@ use error::ConfigError;
 use locate::locate;
 
 use crate::detector::ModelConfig;
-use crate::engine::{self, onnxruntime::Precision, EngineConfig, EngineKind, Provider};
+use crate::engine::{onnxruntime::Precision, EngineConfig, EngineKind, Provider};
 use crate::hazard::{CameraConfig, HazardsConfig};
 use crate::output::http::{MetricsConfig, ViewConfig};
 use crate::output::OutputConfig;
@@ -29,6 +29,23 @@ use crate::power::PowerConfig;
 use crate::preprocess::{self, PreprocessConfig};
 use crate::stats::LatencyConfig;
 use crate::yolo::DetectConfig;
+
+/// A rule across sections that does not hold: `(section, key, message)`.
+type Problem = (&'static str, &'static str, String);
+
+/// The error for `key` of `[section]`, at its line in `text`. A dotted key is in a sub-table,
+/// its own TOML section: `tracking.high_score` of [hazards] is `[hazards.tracking] high_score`.
+fn located(text: &str, path: &Path, section: &str, key: &str, message: String) -> ConfigError {
+    let (section, key) = match key.split_once('.') {
+        Some((table, k)) => (format!("{section}.{table}"), k),
+        None => (section.to_string(), key),
+    };
+    ConfigError {
+        file: path.to_path_buf(),
+        line: locate(text, &section, key),
+        message: format!("[{section}] {key}: {message}"),
+    }
+}
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -72,6 +89,25 @@ impl Config {
         path: &Path,
         adjust: impl FnOnce(&mut Config) -> Result<(), E>,
     ) -> Result<Config, ConfigError> {
+        Config::load_adjusted(path, adjust).map(|(config, _)| config)
+    }
+
+    /// [`Config::load_with`], then [`Config::check_files`]: the config as `run` starts from it
+    /// and `check` checks it.
+    pub fn load_for_run<E: fmt::Display>(
+        path: &Path,
+        adjust: impl FnOnce(&mut Config) -> Result<(), E>,
+    ) -> Result<Config, ConfigError> {
+        let (config, text) = Config::load_adjusted(path, adjust)?;
+        config.check_files(path, &text)?;
+        Ok(config)
+    }
+
+    /// [`Config::load_with`], with the file's text.
+    fn load_adjusted<E: fmt::Display>(
+        path: &Path,
+        adjust: impl FnOnce(&mut Config) -> Result<(), E>,
+    ) -> Result<(Config, String), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: path.to_path_buf(),
             line: None,
@@ -85,7 +121,7 @@ impl Config {
         })?;
         config.validate(&text, path)?;
         config.check_links(path, &text)?;
-        Ok(config)
+        Ok((config, text))
     }
 
     /// The defaults changed by `adjust` (command-line flags without a config file), validated;
@@ -182,27 +218,32 @@ impl Config {
         }
     }
 
-    /// Checks every range and name; `text` and `path` locate the offending line.
+    /// Checks every range and name; `text` and `path` locate the offending line. Each section
+    /// checks its own values (its owner's `validate`); the rules across sections are here.
     pub fn validate(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
-        // A dotted key is in a sub-table, its own TOML section: `tracking.high_score` of
-        // [hazards] is `[hazards.tracking] high_score`.
-        let err = |section: &str, key: &str, message: String| {
-            let (section, key) = match key.split_once('.') {
-                Some((table, k)) => (format!("{section}.{table}"), k),
-                None => (section.to_string(), key),
-            };
-            ConfigError {
-                file: path.to_path_buf(),
-                line: locate(text, &section, key),
-                message: format!("[{section}] {key}: {message}"),
-            }
-        };
+        let err = |section: &str, key: &str, message: String| located(text, path, section, key, message);
+        let across = |(section, key, message): Problem| located(text, path, section, key, message);
         self.detect.validate().map_err(|(key, m)| err("detect", key, m))?;
         self.model.validate().map_err(|(key, m)| err("model", key, m))?;
         self.engine.validate().map_err(|(key, m)| err("engine", key, m))?;
+        self.preprocess_rules().map_err(across)?;
+        self.output.validate().map_err(|(key, m)| err("output", key, m))?;
+        self.metrics.validate().map_err(|(key, m)| err("metrics", key, m))?;
+        self.http_rules().map_err(across)?;
+        self.view.validate().map_err(|(key, m)| err("view", key, m))?;
+        crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
+        self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
+        self.hazards.validate().map_err(|(key, m)| err("hazards", &key, m))?;
+        self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
+        self.robot_output_rules().map_err(across)?;
+        self.source.validate(text, path)
+    }
+
+    /// Where the preprocessing runs against what runs the model.
+    fn preprocess_rules(&self) -> Result<(), Problem> {
         let device = self.preprocess.device;
         if device != preprocess::Device::Cpu && self.engine.kind != EngineKind::OnnxRuntime {
-            return Err(err(
+            return Err((
                 "preprocess",
                 "device",
                 format!(
@@ -212,20 +253,22 @@ impl Config {
             ));
         }
         if device == preprocess::Device::Dla && !self.engine.providers.contains(&Provider::TensorRt) {
-            return Err(err(
+            return Err((
                 "preprocess",
                 "device",
                 "\"dla\" runs through TensorRT: add \"tensorrt\" to [engine] providers, or use \"gpu\""
                     .into(),
             ));
         }
-        self.output.validate().map_err(|(key, m)| err("output", key, m))?;
-        self.metrics.validate().map_err(|(key, m)| err("metrics", key, m))?;
-        // The rules that span the two sections.
+        Ok(())
+    }
+
+    /// `[metrics]` against `[view]`: the live view needs the server, and a token off this host.
+    fn http_rules(&self) -> Result<(), Problem> {
         if let Ok(addr) = self.metrics.listen.parse::<std::net::SocketAddr>() {
             if self.view.enabled && !addr.ip().is_loopback() && self.metrics.token_file.as_os_str().is_empty()
             {
-                return Err(err(
+                return Err((
                     "metrics",
                     "allow_remote",
                     "the live view on the network needs an access token: set [metrics] token_file to a \
@@ -235,29 +278,30 @@ impl Config {
             }
         }
         if self.view.enabled && self.metrics.listen.is_empty() {
-            return Err(err(
+            return Err((
                 "view",
                 "enabled",
                 "the view is served by the HTTP server: set [metrics] listen = \"127.0.0.1:9464\" too".into(),
             ));
         }
-        self.view.validate().map_err(|(key, m)| err("view", key, m))?;
-        crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
-        self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
-        self.hazards.validate().map_err(|(key, m)| err("hazards", &key, m))?;
-        self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
+        Ok(())
+    }
+
+    /// The MAVLink, ROS 2 and MQTT outputs: each section's values, what it needs of the rest
+    /// (cameras, the hazard layer) and of this build (its cargo feature).
+    fn robot_output_rules(&self) -> Result<(), Problem> {
         if let Some(m) = &self.output.mavlink {
-            m.validate().map_err(|(key, msg)| err("output.mavlink", key, msg))?;
+            m.validate().map_err(|(key, msg)| ("output.mavlink", key, msg))?;
             if !m.camera.is_empty() && !self.source.0.iter().any(|s| s.name == m.camera) {
                 let names: Vec<&str> = self.source.0.iter().map(|s| s.name.as_str()).collect();
-                return Err(err(
+                return Err((
                     "output.mavlink",
                     "camera",
                     format!("'{}' is not a camera of this config: use one of {}", m.camera, names.join(", ")),
                 ));
             }
             if !self.hazards.enabled {
-                return Err(err(
+                return Err((
                     "output.mavlink",
                     "url",
                     "the MAVLink output sends the hazard layer's obstacles: set [hazards] enabled = true \
@@ -267,9 +311,9 @@ impl Config {
             }
         }
         if let Some(r) = &self.output.ros2 {
-            r.validate().map_err(|(key, msg)| err("output.ros2", key, msg))?;
+            r.validate().map_err(|(key, msg)| ("output.ros2", key, msg))?;
             if self.source.0.len() > 1 && !r.frame_id.contains("{camera}") {
-                return Err(err(
+                return Err((
                     "output.ros2",
                     "frame_id",
                     format!(
@@ -280,7 +324,7 @@ impl Config {
                 ));
             }
             if !crate::output::ros2::AVAILABLE {
-                return Err(err(
+                return Err((
                     "output.ros2",
                     "node",
                     "this jetdetect was built without ROS 2 support (the cargo feature `ros2`): \
@@ -290,9 +334,9 @@ impl Config {
             }
         }
         if let Some(m) = &self.output.mqtt {
-            m.validate().map_err(|(key, msg)| err("output.mqtt", key, msg))?;
+            m.validate().map_err(|(key, msg)| ("output.mqtt", key, msg))?;
             if !crate::output::mqtt::AVAILABLE {
-                return Err(err(
+                return Err((
                     "output.mqtt",
                     "url",
                     "this jetdetect was built without MQTT support (the cargo feature `mqtt`): \
@@ -301,32 +345,19 @@ impl Config {
                 ));
             }
         }
-        self.source.validate(text, path)
+        Ok(())
     }
 
-    /// Checks that the files the config names exist (for `jetdetect check`).
+    /// Checks what the config names outside itself, through the modules that own it: the model
+    /// and class-name files ([`ModelConfig::check_files`]), the INT8 calibration table
+    /// ([`EngineConfig::check_files`]) and each camera's URI as opening it would read it
+    /// ([`crate::source::check`]: GStreamer pipelines, credentials files). `check` and `run`
+    /// both call it, so `check` refuses what `run` would; `text` and `path` locate the line.
     pub fn check_files(&self, path: &Path, text: &str) -> Result<(), ConfigError> {
-        let mut files = vec![("path", &self.model.path)];
-        if let Some(n) = &self.model.names {
-            files.push(("names", n));
-        }
-        for (key, f) in files {
-            if !f.is_file() {
-                return Err(ConfigError {
-                    file: path.to_path_buf(),
-                    line: locate(text, "model", key),
-                    message: format!("[model] {key}: '{}' is not a readable file (relative paths are relative to the config file)", f.display()),
-                });
-            }
-        }
-        if let Precision::Int8 { table } = &self.engine.tensorrt.precision {
-            engine::calibration::read(table).map_err(|message| ConfigError {
-                file: path.to_path_buf(),
-                line: locate(text, "engine.tensorrt", "int8_calibration_table"),
-                message: format!("[engine.tensorrt] int8_calibration_table: {message}"),
-            })?;
-        }
-        Ok(())
+        let err = |section: &str, key: &str, message: String| located(text, path, section, key, message);
+        self.model.check_files().map_err(|(key, m)| err("model", key, m))?;
+        self.engine.check_files().map_err(|(key, m)| err("engine", key, m))?;
+        self.source.check_uris(text, path)
     }
 
     /// The resolved configuration as TOML.
@@ -382,13 +413,18 @@ mod tests {
         let e = parse("[source]\nuri = \"http://cam\"\n").unwrap_err();
         assert!(e.message.contains("unknown scheme") && e.message.contains("rtsp://"), "{e}");
         assert_eq!(e.line, Some(2));
-        let e = parse("[source]\nuri = \"rtsp://cam/live?transport=quic\"\n").unwrap_err();
+        // GStreamer sources: their pipeline is built by `check_files`, which `check` and `run` call.
+        let checked = |text: &str| {
+            let c = parse(text).expect("the config itself is valid");
+            c.source.check_uris(text, Path::new("t.toml"))
+        };
+        let e = checked("[source]\nuri = \"rtsp://cam/live?transport=quic\"\n").unwrap_err();
         assert!(e.message.contains("transport 'quic' is not tcp or udp"), "{e}");
         assert_eq!(e.line, Some(2));
-        let e = parse("[source]\nuri = \"csi://0?exposure_us=9\"\n").unwrap_err();
+        let e = checked("[source]\nuri = \"csi://0?exposure_us=9\"\n").unwrap_err();
         assert!(e.message.contains("not a range"), "{e}");
         assert!(
-            parse("[source]\nuri = \"gst://videotestsrc is-live=true ! video/x-raw,width=320\"\n").is_ok()
+            checked("[source]\nuri = \"gst://videotestsrc is-live=true ! video/x-raw,width=320\"\n").is_ok()
         );
     }
 

@@ -123,113 +123,137 @@ impl<'de> Deserialize<'de> for Sources {
 }
 
 impl Sources {
-    /// Checks every camera: its name (unique, usable as a label), its URI (a GStreamer pipeline
-    /// is built without starting it) and its overrides. Errors name the entry.
+    /// Checks every camera: its name (unique, usable as a label), its URI's scheme, the device
+    /// it takes (not taken by another entry) and its overrides. Errors name the entry. What
+    /// needs the URI's files or pipeline is [`Sources::check_uris`].
     pub(super) fn validate(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
-        let many = self.0.len() > 1;
-        // A V4L2 node streams to one reader and Argus gives a sensor to one session: the device
-        // each entry takes, to refuse a second entry taking it too.
-        let device = |uri: &str| {
-            let u = SourceUri::parse(uri).ok()?;
-            match u.scheme.as_str() {
-                "v4l2" if u.location != "auto" && !u.location.is_empty() => {
-                    Some(format!("v4l2://{}", u.location))
-                }
-                "csi" => Some(format!("csi://{}", u.location)),
-                _ => None,
-            }
-        };
+        for i in 0..self.0.len() {
+            self.validate_entry(i).map_err(|(sub, key, m)| self.entry_error(i, sub, key, m, text, path))?;
+        }
+        Ok(())
+    }
+
+    /// Checks what opening each camera would refuse without opening it (the owner,
+    /// [`crate::source::check`], builds a GStreamer pipeline and reads its credentials file).
+    /// `check` and `run` both call it, through [`super::Config::check_files`].
+    pub(super) fn check_uris(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
         for (i, s) in self.0.iter().enumerate() {
-            let err = |sub: Option<&str>, key: &str, message: String| {
-                let section = match sub {
-                    Some(sub) => format!("source.{sub}"),
-                    None => "source".to_string(),
-                };
-                let which = match many {
-                    true => format!("[[source]] #{} ('{}')", i + 1, s.name),
-                    false => format!("[{section}]"),
-                };
-                let line = locate_entry(text, "source", i, sub, key);
-                let key = match (many, sub) {
-                    (true, Some(sub)) => format!("{sub}.{key}"),
-                    _ => key.to_string(),
-                };
-                ConfigError { file: path.to_path_buf(), line, message: format!("{which} {key}: {message}") }
-            };
-            let name_ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-            if s.name.is_empty() || s.name.len() > MAX_CAMERA_NAME || !s.name.chars().all(name_ok) {
-                return Err(err(
-                    None,
-                    "name",
-                    format!(
-                        "'{}' is not a camera name: use 1 to {MAX_CAMERA_NAME} letters, digits, '_' or '-' \
-                         (it labels messages, metrics and topics)",
-                        s.name
-                    ),
-                ));
-            }
-            if let Some(j) = self.0[..i].iter().position(|o| o.name == s.name) {
-                return Err(err(
-                    None,
-                    "name",
-                    format!(
-                        "'{}' is already the name of [[source]] #{}: give every camera its own name",
-                        s.name,
-                        j + 1
-                    ),
-                ));
-            }
-            if let Some(d) = device(&s.uri) {
-                if let Some(j) = self.0[..i].iter().position(|o| device(&o.uri).as_deref() == Some(&d)) {
-                    return Err(err(
-                        None,
-                        "uri",
-                        format!(
-                            "{d} is already the camera of [[source]] #{} ('{}'): a camera streams to one reader; \
-                             give each entry its own device",
-                            j + 1,
-                            self.0[j].name
-                        ),
-                    ));
-                }
-            }
-            if let Some(ms) = s.stale_ms {
-                let bound = LatencyConfig { stale_ms: ms, ..LatencyConfig::default() };
-                bound.validate().map_err(|(key, m)| err(None, key, m))?;
-            }
-            if let Some(c) = &s.camera {
-                c.validate().map_err(|(key, m)| err(Some("camera"), key, m))?;
-            }
-            // GStreamer sources: the pipeline is built (every key and value checked, a credentials
-            // file read) without starting it; a `gst://` pipeline is not a URI query.
-            let text = &s.uri;
-            let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-            if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
-                crate::source::gst::pipeline::build(text, crate::source::gst::Platform::Pc)
-                    .map_err(|e| err(None, "uri", e.to_string()))?;
-                if !s.controls.is_empty() {
-                    return Err(err(
-                        None,
-                        "uri",
-                        "[source.controls] apply to v4l2:// cameras only (set a CSI camera's exposure and \
-                         gain with csi:// keys)"
-                            .into(),
-                    ));
-                }
-                continue;
-            }
-            let uri = SourceUri::parse(text).map_err(|m| err(None, "uri", m.to_string()))?;
-            if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
-                return Err(err(
+            crate::source::check(&s.uri)
+                .map_err(|e| self.entry_error(i, None, "uri", e.to_string(), text, path))?;
+        }
+        Ok(())
+    }
+
+    /// The error for `key` of entry `i` (of its sub-table `sub`): `[source] key: ...` for one
+    /// camera, `[[source]] #2 ('left') key: ...` for several, at the key's line.
+    fn entry_error(
+        &self,
+        i: usize,
+        sub: Option<&str>,
+        key: &str,
+        message: String,
+        text: &str,
+        path: &Path,
+    ) -> ConfigError {
+        let many = self.0.len() > 1;
+        let which = match (many, sub) {
+            (true, _) => format!("[[source]] #{} ('{}')", i + 1, self.0[i].name),
+            (false, Some(sub)) => format!("[source.{sub}]"),
+            (false, None) => "[source]".to_string(),
+        };
+        let line = locate_entry(text, "source", i, sub, key);
+        let key = match (many, sub) {
+            (true, Some(sub)) => format!("{sub}.{key}"),
+            _ => key.to_string(),
+        };
+        ConfigError { file: path.to_path_buf(), line, message: format!("{which} {key}: {message}") }
+    }
+
+    /// Entry `i`'s own checks and those against the entries before it; `Err((sub-table, key,
+    /// message))`.
+    fn validate_entry(&self, i: usize) -> Result<(), (Option<&'static str>, &'static str, String)> {
+        let s = &self.0[i];
+        let name_ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        if s.name.is_empty() || s.name.len() > MAX_CAMERA_NAME || !s.name.chars().all(name_ok) {
+            return Err((
+                None,
+                "name",
+                format!(
+                    "'{}' is not a camera name: use 1 to {MAX_CAMERA_NAME} letters, digits, '_' or '-' \
+                     (it labels messages, metrics and topics)",
+                    s.name
+                ),
+            ));
+        }
+        if let Some(j) = self.0[..i].iter().position(|o| o.name == s.name) {
+            return Err((
+                None,
+                "name",
+                format!(
+                    "'{}' is already the name of [[source]] #{}: give every camera its own name",
+                    s.name,
+                    j + 1
+                ),
+            ));
+        }
+        if let Some(d) = device(&s.uri) {
+            if let Some(j) = self.0[..i].iter().position(|o| device(&o.uri).as_deref() == Some(&d)) {
+                return Err((
                     None,
                     "uri",
                     format!(
-                        "unknown scheme '{}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://",
-                        uri.scheme
+                        "{d} is already the camera of [[source]] #{} ('{}'): a camera streams to one reader; \
+                         give each entry its own device",
+                        j + 1,
+                        self.0[j].name
                     ),
                 ));
             }
         }
+        if let Some(ms) = s.stale_ms {
+            let bound = LatencyConfig { stale_ms: ms, ..LatencyConfig::default() };
+            bound.validate().map_err(|(key, m)| (None, key, m))?;
+        }
+        if let Some(c) = &s.camera {
+            c.validate().map_err(|(key, m)| (Some("camera"), key, m))?;
+        }
+        // A GStreamer source's URI is not checked as a URI query here (a `gst://` pipeline is
+        // not one): `check_uris` builds its pipeline.
+        let scheme = s.uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
+            if !s.controls.is_empty() {
+                return Err((
+                    None,
+                    "uri",
+                    "[source.controls] apply to v4l2:// cameras only (set a CSI camera's exposure and \
+                     gain with csi:// keys)"
+                        .into(),
+                ));
+            }
+            return Ok(());
+        }
+        let uri = SourceUri::parse(&s.uri).map_err(|m| (None, "uri", m.to_string()))?;
+        if !["synthetic", "file", "v4l2"].contains(&uri.scheme.as_str()) {
+            return Err((
+                None,
+                "uri",
+                format!(
+                    "unknown scheme '{}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://",
+                    uri.scheme
+                ),
+            ));
+        }
         Ok(())
+    }
+}
+
+/// The device a source URI takes for itself (a V4L2 node streams to one reader and Argus gives
+/// a sensor to one session), to refuse a second entry taking it too.
+fn device(uri: &str) -> Option<String> {
+    let u = SourceUri::parse(uri).ok()?;
+    match u.scheme.as_str() {
+        "v4l2" if u.location != "auto" && !u.location.is_empty() => Some(format!("v4l2://{}", u.location)),
+        "csi" => Some(format!("csi://{}", u.location)),
+        _ => None,
     }
 }

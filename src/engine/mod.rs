@@ -94,6 +94,16 @@ impl EngineConfig {
         }
         Ok(())
     }
+
+    /// Checks the files the section names that the engine will read at start: the INT8
+    /// calibration table (read and checked as TensorRT will take it). `check` and `run` both
+    /// call it, through the config.
+    pub fn check_files(&self) -> Result<(), (&'static str, String)> {
+        if let Precision::Int8 { table } = &self.tensorrt.precision {
+            calibration::read(table).map_err(|e| ("tensorrt.int8_calibration_table", e.to_string()))?;
+        }
+        Ok(())
+    }
 }
 
 named_enum! {

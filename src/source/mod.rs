@@ -142,6 +142,20 @@ impl Default for Reopen {
     }
 }
 
+/// What opening `uri` would refuse, found without opening it (no device, no network, no
+/// pipeline started): the scheme, the URI's options and, for `csi://`, `rtsp://` and `gst://`,
+/// the GStreamer pipeline built as [`open`] builds it (every key and value checked, a
+/// credentials file read). `check` and `run` both call it, through the config.
+pub fn check(uri: &str) -> Result<(), SourceError> {
+    let scheme = uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
+        let platform = gst::Platform::detect(std::path::Path::new("/"));
+        return gst::pipeline::build(uri, platform).map(|_| ());
+    }
+    SourceUri::parse(uri)?;
+    Ok(())
+}
+
 /// Opens the source a URI names.
 pub fn open(uri: &str) -> Result<Box<dyn FrameSource>, SourceError> {
     open_with(uri, &BTreeMap::new())

@@ -217,6 +217,52 @@ fn check_loads_the_model_and_refuses_what_run_would_refuse_with_the_same_message
 }
 
 #[test]
+fn check_and_run_refuse_the_files_and_pipelines_a_config_names_with_one_message() {
+    // What the config names outside itself (checked by its owners, in code both commands call):
+    // a model that is not there, a calibration table that is not TensorRT's, a GStreamer
+    // source whose options are wrong.
+    let table = tmp("calibration.json");
+    std::fs::write(&table, "{\"images\": [0.0]}").unwrap();
+    let model = root().join(MODEL);
+    for (name, body, why) in [
+        ("nomodel", "[model]\npath = \"nope.onnx\"\n".to_string(), "[model] path: "),
+        (
+            "int8",
+            format!(
+                "[model]\npath = \"{}\"\n[engine.tensorrt]\nprecision = \"int8\"\n\
+                 int8_calibration_table = \"{}\"\n",
+                model.display(),
+                table.display()
+            ),
+            "[engine.tensorrt] int8_calibration_table: ",
+        ),
+        (
+            "rtsp",
+            format!(
+                "[model]\npath = \"{}\"\n[source]\nuri = \"rtsp://cam/live?transport=quic\"\n",
+                model.display()
+            ),
+            "transport 'quic' is not tcp or udp",
+        ),
+    ] {
+        let config = tmp(&format!("refused-{name}.toml"));
+        std::fs::write(&config, body).unwrap();
+        let config = config.to_str().unwrap();
+        let checked = jetdetect(&["check", "--config", config, "--quiet"]);
+        assert_clean_failure(&checked, &[why]);
+        let ran = jetdetect(&[
+            "run",
+            "--config",
+            config,
+            "--socket",
+            tmp(&format!("{name}.sock")).to_str().unwrap(),
+        ]);
+        assert_clean_failure(&ran, &[why]);
+        assert_eq!(stderr(&checked), stderr(&ran), "{name}: check and run say different things");
+    }
+}
+
+#[test]
 fn names_that_do_not_fit_the_model_are_refused() {
     let names = tmp("two.names");
     std::fs::write(&names, "a\nb\n").unwrap();
