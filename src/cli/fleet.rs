@@ -94,7 +94,7 @@ fn run_with(
 ) -> Result<bool, Error> {
     use jetdetect::output::mqtt::link;
     let client_id = format!("jetdetect-fleet-{}-{}", jetdetect::output::mqtt::hostname(), std::process::id());
-    let settings = link::settings(config, client_id, None).map_err(Error::Command)?;
+    let settings = link::settings(config, client_id, None).map_err(|e| Error::Output(Box::new(e)))?;
     jetdetect::fleet::watch(
         &settings,
         &config.topic_prefix,

@@ -350,13 +350,17 @@ impl Config {
 
     /// Checks what the config names outside itself, through the modules that own it: the model
     /// and class-name files ([`ModelConfig::check_files`]), the INT8 calibration table
-    /// ([`EngineConfig::check_files`]) and each camera's URI as opening it would read it
+    /// ([`EngineConfig::check_files`]), the MQTT password and TLS files
+    /// ([`crate::output::mqtt::MqttConfig::check_files`]) and each camera's URI as opening it would read it
     /// ([`crate::source::check`]: GStreamer pipelines, credentials files). `check` and `run`
     /// both call it, so `check` refuses what `run` would; `text` and `path` locate the line.
     pub fn check_files(&self, path: &Path, text: &str) -> Result<(), ConfigError> {
         let err = |section: &str, key: &str, message: String| located(text, path, section, key, message);
         self.model.check_files().map_err(|(key, m)| err("model", key, m))?;
         self.engine.check_files().map_err(|(key, m)| err("engine", key, m))?;
+        if let Some(m) = &self.output.mqtt {
+            m.check_files().map_err(|(key, m)| err("output.mqtt", key, m))?;
+        }
         self.source.check_uris(text, path)
     }
 

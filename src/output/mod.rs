@@ -204,9 +204,10 @@ pub enum OutputError {
     /// The ROS 2 node (`[output.ros2]`).
     #[error("[output.ros2]: {0}")]
     Ros2(String),
-    /// The MQTT output (`[output.mqtt]`).
+    /// The MQTT output (`[output.mqtt]`): its settings (a password, certificate or key file)
+    /// cannot be made; the error underneath (`mqtt::link::SetupError`) is the source.
     #[error("[output.mqtt]: {0}")]
-    Mqtt(String),
+    Mqtt(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The MQTT output's on-disk queue (`[output.mqtt] queue_dir`) cannot be used; the system's
     /// error is kept as the source.
     #[error(

@@ -2,7 +2,8 @@
 //! behind one [`Client`] / [`Connection`] pair, the TLS setup (rustls with `ring`), and the one
 //! line a user reads when the broker cannot be reached ([`describe`]).
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,20 +36,112 @@ pub struct Settings {
     pub will: Option<(String, Vec<u8>)>,
 }
 
+/// Why the settings cannot be made: each names the `[output.mqtt]` key and its file, and keeps
+/// the system's or rustls' error as its source.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The url (already checked with the config; kept for a caller that did not).
+    #[error("url: {0}")]
+    Url(String),
+    /// A file cannot be read.
+    #[error("{key} {}: {source}", path.display())]
+    Read {
+        /// The config key (`password_file`, `ca`, `cert`, `key`), or `the system CA bundle`.
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A certificate or key file is not PEM.
+    #[error("{key} {}: not a PEM file: {source}", path.display())]
+    NotPem {
+        /// As in [`SetupError::Read`].
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The PEM reader's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file is read but lacks what it must hold.
+    #[error("{key} {}: {lacks}", path.display())]
+    Lacks {
+        /// As in [`SetupError::Read`].
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// E.g. `no certificate in it`.
+        lacks: &'static str,
+    },
+    /// rustls refuses a CA certificate.
+    #[error("{key} {}: {source}", path.display())]
+    Certificate {
+        /// As in [`SetupError::Read`].
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// rustls' error.
+        #[source]
+        source: rustls::Error,
+    },
+    /// rustls refuses the client certificate with its key.
+    #[error("cert {} with key {}: {source}", cert.display(), key.display())]
+    ClientCertificate {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// rustls' error.
+        #[source]
+        source: rustls::Error,
+    },
+    /// rustls' protocol versions (not a file's fault).
+    #[error("TLS: {0}")]
+    Tls(#[source] rustls::Error),
+}
+
+impl SetupError {
+    /// The `[output.mqtt]` key to fix, and what is wrong with it (for a config error at its line).
+    pub fn key_and_message(&self) -> (&'static str, String) {
+        let text = self.to_string();
+        let key = match self {
+            SetupError::Url(_) => "url",
+            SetupError::Read { key, .. }
+            | SetupError::NotPem { key, .. }
+            | SetupError::Lacks { key, .. }
+            | SetupError::Certificate { key, .. } => match *key {
+                SYSTEM_CA_KEY => return ("ca", format!("{text} (set ca to the broker's CA file)")),
+                key => key,
+            },
+            SetupError::ClientCertificate { .. } => "cert",
+            SetupError::Tls(_) => "url",
+        };
+        let message = text.strip_prefix(key).map(str::trim_start).unwrap_or(&text);
+        let message = message.strip_prefix(':').map(str::trim_start).unwrap_or(message);
+        (key, message.to_string())
+    }
+}
+
 /// Reads the password file and builds TLS from `config`; the error names the key and file.
 pub fn settings(
     config: &MqttConfig,
     client_id: String,
     will: Option<(String, Vec<u8>)>,
-) -> Result<Settings, String> {
-    let url = BrokerUrl::parse(&config.url)?;
+) -> Result<Settings, SetupError> {
+    let url = BrokerUrl::parse(&config.url).map_err(SetupError::Url)?;
     let login = match &config.password_file {
         Some(f) => {
-            let text =
-                std::fs::read_to_string(f).map_err(|e| format!("password_file {}: {e}", f.display()))?;
+            let read = |source| SetupError::Read { key: "password_file", path: f.clone(), source };
+            let text = std::fs::read_to_string(f).map_err(read)?;
             let password = text.lines().next().unwrap_or("").to_string();
             if password.is_empty() {
-                return Err(format!("password_file {}: its first line is empty", f.display()));
+                return Err(SetupError::Lacks {
+                    key: "password_file",
+                    path: f.clone(),
+                    lacks: "its first line is empty",
+                });
             }
             Some((config.username.clone(), password))
         }
@@ -80,12 +173,14 @@ pub fn settings(
 
 /// The system's CA bundle (Debian's and Ubuntu's, which JetPack is).
 const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// How errors name [`SYSTEM_CAS`] when no `ca` is set.
+const SYSTEM_CA_KEY: &str = "the system CA bundle";
 
-fn pem_items(path: &Path, key: &str) -> Result<Vec<rustls_pemfile::Item>, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{key} {}: {e}", path.display()))?;
+fn pem_items(path: &Path, key: &'static str) -> Result<Vec<rustls_pemfile::Item>, SetupError> {
+    let data = std::fs::read(path).map_err(|source| SetupError::Read { key, path: path.into(), source })?;
     rustls_pemfile::read_all(&mut &data[..])
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{key} {}: not a PEM file: {e}", path.display()))
+        .map_err(|source| SetupError::NotPem { key, path: path.into(), source })
 }
 
 /// A rustls client configuration trusting `ca` (or the system's CAs), with a client
@@ -93,19 +188,19 @@ fn pem_items(path: &Path, key: &str) -> Result<Vec<rustls_pemfile::Item>, String
 pub fn tls_config(
     ca: Option<&Path>,
     client: Option<(&Path, &Path)>,
-) -> Result<Arc<rustls::ClientConfig>, String> {
+) -> Result<Arc<rustls::ClientConfig>, SetupError> {
     let mut roots = rustls::RootCertStore::empty();
     let (ca_path, key) = match ca {
         Some(p) => (p, "ca"),
-        None => (Path::new(SYSTEM_CAS), "the system CA bundle"),
+        None => (Path::new(SYSTEM_CAS), SYSTEM_CA_KEY),
     };
     for item in pem_items(ca_path, key)? {
         if let rustls_pemfile::Item::X509Certificate(c) = item {
-            roots.add(c).map_err(|e| format!("{key} {}: {e}", ca_path.display()))?;
+            roots.add(c).map_err(|source| SetupError::Certificate { key, path: ca_path.into(), source })?;
         }
     }
     if roots.is_empty() {
-        return Err(format!("{key} {}: no certificate in it", ca_path.display()));
+        return Err(SetupError::Lacks { key, path: ca_path.into(), lacks: "no certificate in it" });
     }
     // ring, not aws-lc-rs: aws-lc is a CMake C build that the static aarch64 build cannot
     // take. ring has no post-quantum key exchange (hence the deprecation); brokers then
@@ -114,35 +209,44 @@ pub fn tls_config(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(SetupError::Tls)?
         .with_root_certificates(roots);
-    let config = match client {
-        None => builder.with_no_client_auth(),
-        Some((cert, keyfile)) => {
-            let certs: Vec<_> = pem_items(cert, "cert")?
-                .into_iter()
-                .filter_map(|i| match i {
-                    rustls_pemfile::Item::X509Certificate(c) => Some(c),
-                    _ => None,
-                })
-                .collect();
-            if certs.is_empty() {
-                return Err(format!("cert {}: no certificate in it", cert.display()));
+    let config =
+        match client {
+            None => builder.with_no_client_auth(),
+            Some((cert, keyfile)) => {
+                let certs: Vec<_> = pem_items(cert, "cert")?
+                    .into_iter()
+                    .filter_map(|i| match i {
+                        rustls_pemfile::Item::X509Certificate(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect();
+                if certs.is_empty() {
+                    return Err(SetupError::Lacks {
+                        key: "cert",
+                        path: cert.into(),
+                        lacks: "no certificate in it",
+                    });
+                }
+                let private = pem_items(keyfile, "key")?
+                    .into_iter()
+                    .find_map(|i| match i {
+                        rustls_pemfile::Item::Pkcs1Key(k) => Some(k.into()),
+                        rustls_pemfile::Item::Pkcs8Key(k) => Some(k.into()),
+                        rustls_pemfile::Item::Sec1Key(k) => Some(k.into()),
+                        _ => None,
+                    })
+                    .ok_or_else(|| SetupError::Lacks {
+                        key: "key",
+                        path: keyfile.into(),
+                        lacks: "no private key in it",
+                    })?;
+                builder.with_client_auth_cert(certs, private).map_err(|source| {
+                    SetupError::ClientCertificate { cert: cert.into(), key: keyfile.into(), source }
+                })?
             }
-            let private = pem_items(keyfile, "key")?
-                .into_iter()
-                .find_map(|i| match i {
-                    rustls_pemfile::Item::Pkcs1Key(k) => Some(k.into()),
-                    rustls_pemfile::Item::Pkcs8Key(k) => Some(k.into()),
-                    rustls_pemfile::Item::Sec1Key(k) => Some(k.into()),
-                    _ => None,
-                })
-                .ok_or_else(|| format!("key {}: no private key in it", keyfile.display()))?;
-            builder
-                .with_client_auth_cert(certs, private)
-                .map_err(|e| format!("cert {} with key {}: {e}", cert.display(), keyfile.display()))?
-        }
-    };
+        };
     Ok(Arc::new(config))
 }
 

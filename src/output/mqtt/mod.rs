@@ -298,18 +298,6 @@ impl MqttConfig {
             let missing = if self.cert.is_some() { "key" } else { "cert" };
             return Err((missing, "a client certificate needs both cert and key".into()));
         }
-        for (key, file) in [
-            ("password_file", &self.password_file),
-            ("ca", &self.ca),
-            ("cert", &self.cert),
-            ("key", &self.key),
-        ] {
-            if let Some(f) = file {
-                if let Err(e) = std::fs::File::open(f) {
-                    return Err((key, format!("{}: {e}", f.display())));
-                }
-            }
-        }
         if !(5..=3600).contains(&self.keep_alive_s) {
             return Err((
                 "keep_alive_s",
@@ -331,6 +319,15 @@ impl MqttConfig {
                 format!("give a folder the service may write, e.g. {DEFAULT_QUEUE_DIR:?}"),
             ));
         }
+        Ok(())
+    }
+
+    /// Reads the files the section names (the password, the CA, the client certificate and
+    /// key) as the output will at start, through [`link::settings`], so that `check` refuses
+    /// what `run` would. `Err((key, message))` names the key.
+    pub fn check_files(&self) -> Result<(), (&'static str, String)> {
+        #[cfg(feature = "mqtt")]
+        link::settings(self, String::new(), None).map_err(|e| e.key_and_message())?;
         Ok(())
     }
 }
@@ -395,13 +392,6 @@ mod tests {
             }),
             "key"
         );
-        assert_eq!(
-            bad(|c| {
-                c.url = "mqtts://h".into();
-                c.ca = Some("/nonexistent/ca.pem".into());
-            }),
-            "ca"
-        );
         assert_eq!(bad(|c| c.keep_alive_s = 1), "keep_alive_s");
         assert_eq!(bad(|c| c.detections_hz = -1.0), "detections_hz");
         assert_eq!(bad(|c| c.queue_mib = 0), "queue_mib");
@@ -410,6 +400,39 @@ mod tests {
         c.device = "rover-7".into();
         assert_eq!(c.validate(), Ok(()));
         assert_eq!(c.topic("rover-7", Topic::Hazards), "site1/robots/rover-7/hazards");
+    }
+
+    /// The files are read as the output reads them at start (`link::settings`), so `check`
+    /// refuses what `run` would; the system's error stays the source.
+    #[cfg(feature = "mqtt")]
+    #[test]
+    fn the_files_are_read_as_the_output_reads_them_and_name_their_key() {
+        let dir = std::env::temp_dir().join(format!("jetdetect-mqtt-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pw");
+        std::fs::write(&empty, "\nsecond line\n").unwrap();
+        let tls = MqttConfig { url: "mqtts://h".into(), username: "r".into(), ..MqttConfig::default() };
+        let checked = |f: &dyn Fn(&mut MqttConfig)| {
+            let mut c = tls.clone();
+            f(&mut c);
+            assert_eq!(c.validate(), Ok(()), "the values themselves are fine");
+            c.check_files().unwrap_err()
+        };
+        let (key, m) = checked(&|c| c.ca = Some("/nonexistent/ca.pem".into()));
+        assert_eq!((key, m.as_str()), ("ca", "/nonexistent/ca.pem: No such file or directory (os error 2)"));
+        let (key, m) = checked(&|c| c.password_file = Some(empty.clone()));
+        assert_eq!(key, "password_file");
+        assert!(m.ends_with("empty.pw: its first line is empty"), "{m}");
+        let (key, m) = checked(&|c| c.ca = Some("/etc/hostname".into()));
+        assert_eq!((key, m.as_str()), ("ca", "/etc/hostname: no certificate in it"));
+        // At start, the same error is the output's, with the system's error as its source.
+        let mut c = tls.clone();
+        c.password_file = Some("/nonexistent/pw".into());
+        let e = link::settings(&c, String::new(), None).err().unwrap();
+        assert_eq!(e.to_string(), "password_file /nonexistent/pw: No such file or directory (os error 2)");
+        let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

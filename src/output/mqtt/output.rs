@@ -113,7 +113,6 @@ impl MqttOutput {
 impl Output for MqttOutput {
     fn open(&mut self) -> Result<(), OutputError> {
         let c = &self.config;
-        let mqtt_err = OutputError::Mqtt;
         let queue = DiskQueue::open(&c.queue_dir, c.queue_mib << 20).map_err(OutputError::MqttQueue)?;
         let client_id =
             if c.client_id.is_empty() { format!("jetdetect-{}", self.device) } else { c.client_id.clone() };
@@ -121,7 +120,8 @@ impl Output for MqttOutput {
             c.topic(&self.device, Topic::Status),
             status(&self.device, "offline", "connection lost", &self.cameras),
         );
-        let settings = link::settings(c, client_id, Some(will)).map_err(mqtt_err)?;
+        let settings =
+            link::settings(c, client_id, Some(will)).map_err(|e| OutputError::Mqtt(Box::new(e)))?;
         let (client, connection) = link::connect(&settings, (WINDOW as usize) * 2 + 16);
         let wire = Arc::new(Wire { client, book: Mutex::new(Book::default()) });
         let (tx, rx) = mpsc::channel();
