@@ -27,56 +27,16 @@ pub(super) fn net_loop(
     counters: &Counters,
     scope: &str,
 ) {
-    let mut sessions = 0u64;
-    let mut backoff = FIRST_RETRY;
-    let mut last_failure: Option<(String, Instant)> = None;
-    let mut down_since: Option<Instant> = None;
-    let mut connected_at: Option<Instant> = None;
-    // Connections the broker dropped within seconds of accepting them, in a row.
-    let mut quick_drops = 0u32;
-    let mut last_quick_warning: Option<Instant> = None;
+    let mut state = NetState::new(wire, settings, tx, stop, counters, scope);
     loop {
         match connection.next(settings) {
-            Net::Connected => {
-                sessions += 1;
-                {
-                    let mut book = wire.book();
-                    *book = Book { session: Some(sessions), ..Book::default() };
-                }
-                connected_at = Some(Instant::now());
-                match down_since.take() {
-                    Some(t) => log::info!(
-                        "MQTT: connected to {} again after {:.1} s; {} messages queued meanwhile are being sent",
-                        settings.url_text,
-                        t.elapsed().as_secs_f64(),
-                        counters.queued.load(Ordering::Relaxed)
-                    ),
-                    None => log::info!("MQTT: connected to {}", settings.url_text),
-                }
-                if quick_drops == 0 {
-                    last_failure = None;
-                }
-                let _ = tx.send(ToSender::Connected(sessions));
-            }
-            Net::Sent(pkid) => {
-                let mut book = wire.book();
-                let tag = book.collided.take().or_else(|| book.fifo.pop_front());
-                if let (Some(tag), true) = (tag, pkid != 0) {
-                    book.inflight.insert(pkid, tag);
-                }
-            }
+            Net::Connected => state.connected(),
+            Net::Sent(pkid) => state.sent(pkid),
             Net::AwaitAck(_) => {
                 let mut book = wire.book();
                 book.collided = book.fifo.pop_front();
             }
-            Net::Acked { pkid, refused } => {
-                let tag = wire.book().inflight.remove(&pkid);
-                let _ = match tag {
-                    Some(Tag::Queued(seq)) => tx.send(ToSender::Acked(seq, refused)),
-                    Some(Tag::Status(true)) => tx.send(ToSender::OfflineAcked),
-                    _ => Ok(()),
-                };
-            }
+            Net::Acked { pkid, refused } => state.acked(pkid, refused),
             Net::Failed(why) => {
                 {
                     let mut book = wire.book();
@@ -84,64 +44,180 @@ pub(super) fn net_loop(
                     connection.clean();
                     *book = Book::default();
                 }
-                let _ = tx.send(ToSender::Disconnected);
-                if stop.load(Ordering::Relaxed) {
+                if !state.failed(why) {
                     return;
                 }
-                down_since.get_or_insert_with(Instant::now);
-                // A connection that lasted resets the backoff; one the broker drops at once does
-                // not, so a broker refusing what this device sends is not hammered.
-                match connected_at.take().map(|t| t.elapsed()) {
-                    Some(up) if up >= STABLE => {
-                        backoff = FIRST_RETRY;
-                        quick_drops = 0;
-                    }
-                    Some(_) => quick_drops += 1,
-                    None => {}
-                }
-                let repeat = last_failure
-                    .as_ref()
-                    .is_some_and(|(w, t)| *w == why && t.elapsed() < Duration::from_secs(60));
-                if quick_drops >= 3 {
-                    if last_quick_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-                        log::error!(
-                            "MQTT: the broker at {} closed the connection {quick_drops} times in a row within seconds of \
-                             accepting it: it refuses what this device sends; check that the broker's ACL lets {} publish \
-                             under {scope}/ (and the broker's log); retrying every {} s at most",
-                            settings.url_text,
-                            match &settings.login {
-                                Some((u, _)) => format!("user {u:?}"),
-                                None => "anonymous clients".into(),
-                            },
-                            LAST_RETRY.as_secs()
-                        );
-                        last_quick_warning = Some(Instant::now());
-                    }
-                } else if !repeat && quick_drops == 0 {
-                    log::warn!(
-                        "MQTT: {why}; retrying with backoff (up to {} s); {} messages queued on disk",
-                        LAST_RETRY.as_secs(),
-                        counters.queued.load(Ordering::Relaxed)
-                    );
-                    last_failure = Some((why, Instant::now()));
-                }
-                // ±25 % jitter, so that a fleet does not come back to a restarted broker in step.
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .subsec_nanos();
-                let jitter = 0.75 + 0.5 * (nanos % 1000) as f64 / 1000.0;
-                let until = Instant::now() + backoff.mul_f64(jitter);
-                while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                backoff = (backoff * 2).min(LAST_RETRY);
             }
             Net::Closed => return,
             Net::Message { .. } | Net::Other => {}
         }
+    }
+}
+
+/// What the event loop remembers between events: the session count, the backoff, and what
+/// was last said about failures (so that a broker down for an hour is one warning).
+struct NetState<'a> {
+    wire: &'a Wire,
+    settings: &'a Settings,
+    tx: &'a Sender<ToSender>,
+    stop: &'a AtomicBool,
+    counters: &'a Counters,
+    /// The topic prefix this device publishes under (for the ACL hint).
+    scope: &'a str,
+    /// Sessions so far; the current one's number is in the book.
+    sessions: u64,
+    /// The wait before the next attempt.
+    backoff: Duration,
+    /// The last failure warned about, and when.
+    last_failure: Option<(String, Instant)>,
+    /// Since when the broker is unreachable (None while connected).
+    down_since: Option<Instant>,
+    /// When the current connection was accepted.
+    connected_at: Option<Instant>,
+    /// Connections the broker dropped within seconds of accepting them, in a row.
+    quick_drops: u32,
+    /// When the quick-drop error was last logged.
+    last_quick_warning: Option<Instant>,
+}
+
+impl<'a> NetState<'a> {
+    fn new(
+        wire: &'a Wire,
+        settings: &'a Settings,
+        tx: &'a Sender<ToSender>,
+        stop: &'a AtomicBool,
+        counters: &'a Counters,
+        scope: &'a str,
+    ) -> NetState<'a> {
+        NetState {
+            wire,
+            settings,
+            tx,
+            stop,
+            counters,
+            scope,
+            sessions: 0,
+            backoff: FIRST_RETRY,
+            last_failure: None,
+            down_since: None,
+            connected_at: None,
+            quick_drops: 0,
+            last_quick_warning: None,
+        }
+    }
+
+    /// A new session: a fresh book, and the sender told.
+    fn connected(&mut self) {
+        self.sessions += 1;
+        *self.wire.book() = Book { session: Some(self.sessions), ..Book::default() };
+        self.connected_at = Some(Instant::now());
+        match self.down_since.take() {
+            Some(t) => log::info!(
+                "MQTT: connected to {} again after {:.1} s; {} messages queued meanwhile are being sent",
+                self.settings.url_text,
+                t.elapsed().as_secs_f64(),
+                self.counters.queued.load(Ordering::Relaxed)
+            ),
+            None => log::info!("MQTT: connected to {}", self.settings.url_text),
+        }
+        if self.quick_drops == 0 {
+            self.last_failure = None;
+        }
+        let _ = self.tx.send(ToSender::Connected(self.sessions));
+    }
+
+    /// A publish left with packet id `pkid`: the oldest one waiting (or the one held back for
+    /// an out-of-order ack) is in flight under it.
+    fn sent(&mut self, pkid: u16) {
+        let mut book = self.wire.book();
+        let tag = book.collided.take().or_else(|| book.fifo.pop_front());
+        if let (Some(tag), true) = (tag, pkid != 0) {
+            book.inflight.insert(pkid, tag);
+        }
+    }
+
+    /// The broker acknowledged `pkid`: the sender learns which message that was.
+    fn acked(&mut self, pkid: u16, refused: Option<String>) {
+        let tag = self.wire.book().inflight.remove(&pkid);
+        let _ = match tag {
+            Some(Tag::Queued(seq)) => self.tx.send(ToSender::Acked(seq, refused)),
+            Some(Tag::Status(true)) => self.tx.send(ToSender::OfflineAcked),
+            _ => Ok(()),
+        };
+    }
+
+    /// The connection is lost or could not be made (`why`, a line for the user): the sender is
+    /// told, the failure said once, and the backoff waited. `false` when the output stops.
+    fn failed(&mut self, why: String) -> bool {
+        let _ = self.tx.send(ToSender::Disconnected);
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.down_since.get_or_insert_with(Instant::now);
+        // A connection that lasted resets the backoff; one the broker drops at once does
+        // not, so a broker refusing what this device sends is not hammered.
+        match self.connected_at.take().map(|t| t.elapsed()) {
+            Some(up) if up >= STABLE => {
+                self.backoff = FIRST_RETRY;
+                self.quick_drops = 0;
+            }
+            Some(_) => self.quick_drops += 1,
+            None => {}
+        }
+        self.say(why);
+        self.wait_backoff()
+    }
+
+    /// Logs a failure: the broker's quick drops as one error a minute, any other failure once
+    /// until it changes or a minute passes.
+    fn say(&mut self, why: String) {
+        let repeat = self
+            .last_failure
+            .as_ref()
+            .is_some_and(|(w, t)| *w == why && t.elapsed() < Duration::from_secs(60));
+        if self.quick_drops >= 3 {
+            if self.last_quick_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                log::error!(
+                    "MQTT: the broker at {} closed the connection {} times in a row within seconds of \
+                     accepting it: it refuses what this device sends; check that the broker's ACL lets {} publish \
+                     under {}/ (and the broker's log); retrying every {} s at most",
+                    self.settings.url_text,
+                    self.quick_drops,
+                    match &self.settings.login {
+                        Some((u, _)) => format!("user {u:?}"),
+                        None => "anonymous clients".into(),
+                    },
+                    self.scope,
+                    LAST_RETRY.as_secs()
+                );
+                self.last_quick_warning = Some(Instant::now());
+            }
+        } else if !repeat && self.quick_drops == 0 {
+            log::warn!(
+                "MQTT: {why}; retrying with backoff (up to {} s); {} messages queued on disk",
+                LAST_RETRY.as_secs(),
+                self.counters.queued.load(Ordering::Relaxed)
+            );
+            self.last_failure = Some((why, Instant::now()));
+        }
+    }
+
+    /// Waits the backoff (±25 % jitter, so that a fleet does not come back to a restarted
+    /// broker in step) and doubles it. `false` when the output stops meanwhile.
+    fn wait_backoff(&mut self) -> bool {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        let jitter = 0.75 + 0.5 * (nanos % 1000) as f64 / 1000.0;
+        let until = Instant::now() + self.backoff.mul_f64(jitter);
+        while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.backoff = (self.backoff * 2).min(LAST_RETRY);
+        true
     }
 }
