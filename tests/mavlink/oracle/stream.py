@@ -59,6 +59,9 @@ def record(port, socket_path, seconds, until=None):
     reader = threading.Thread(target=read_socket, args=(socket_path, events, lock, stop), daemon=True)
     reader.start()
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # A roomy receive buffer: on a loaded CI machine this Python reader can fall behind, and
+    # what the kernel drops then is the harness's loss, not the daemon's (verify.py counts any).
+    udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     udp.bind(("127.0.0.1", port))
     udp.settimeout(0.05)
     end = time.monotonic() + seconds
