@@ -57,14 +57,7 @@ pub fn run(config: &Config, options: RunOptions, shutdown: Shutdown) -> Result<R
     let model_file = ModelFile::new(&config.model.path);
     let detector = detector(config)?;
     let mut cameras = Vec::with_capacity(sources.len());
-    for (s, source) in sources.iter().zip(opened) {
-        let hazards = match config.hazards.enabled {
-            true => {
-                let camera = s.camera.as_ref().unwrap_or(&config.camera);
-                Some(Hazards::new(&config.hazards, camera, detector.names())?)
-            }
-            false => None,
-        };
+    for ((s, source), hazards) in sources.iter().zip(opened).zip(hazard_layers(config, &detector)?) {
         let stale = s.stale_ms.map_or(config.latency.stale(), |ms| Duration::from_secs_f64(ms / 1e3));
         cameras.push(Camera { name: s.name.clone(), source, stale, hazards });
     }
@@ -96,6 +89,50 @@ pub fn detector(config: &Config) -> Result<Detector> {
         cameras: config.source.0.len(),
         board_root: &config.power.root,
     })
+    .map_err(|e| at_model_key(config, e))
+}
+
+/// A model that cannot be what the config says (not a model, not a detector, names that do not
+/// fit) as an error at its `[model]` key's line; other errors (a library, a GPU) as they are.
+fn at_model_key(config: &Config, e: Error) -> Error {
+    use crate::engine::EngineError;
+    let key = match &e {
+        Error::Engine(EngineError::Model(_) | EngineError::Read { .. } | EngineError::Tract { .. }) => "path",
+        Error::Layout { .. } => "path",
+        Error::ClassCount { .. } | Error::Names(_) if config.model.names.is_some() => "names",
+        Error::ClassCount { .. } | Error::Names(_) => "path",
+        _ => return e,
+    };
+    let text = e.to_string();
+    let text = text.strip_prefix("model error: ").unwrap_or(&text);
+    Error::Config(config.origin.error("model", key, format!("[model] {key}: {text}")))
+}
+
+/// Each camera's hazard layer (`[hazards]`, the camera's `[source.camera]` or `[camera]`), when
+/// enabled, knowing the model's classes: a `[hazards.classes]` name the model lacks is an error
+/// at its line in the config.
+pub fn hazard_layers(config: &Config, detector: &Detector) -> Result<Vec<Option<Hazards>>> {
+    let mut layers = Vec::with_capacity(config.source.0.len());
+    for s in &config.source.0 {
+        if !config.hazards.enabled {
+            layers.push(None);
+            continue;
+        }
+        let camera = s.camera.as_ref().unwrap_or(&config.camera);
+        let layer = Hazards::new(&config.hazards, camera, detector.names())
+            .map_err(|e| config.origin.error("hazards", &format!("classes.{}", e.name), e.to_string()))?;
+        layers.push(Some(layer));
+    }
+    Ok(layers)
+}
+
+/// What `run` builds before its first frame from `config`, built and dropped: the detector
+/// (`config` as given: `check` hands it the CPU engine) and the hazard layers. Returns the
+/// detector, for the caller to describe.
+pub fn check(config: &Config) -> Result<Detector> {
+    let detector = detector(config)?;
+    hazard_layers(config, &detector)?;
+    Ok(detector)
 }
 
 /// The outputs `config` asks for: systemd's notify socket (when systemd set one; it keeps the

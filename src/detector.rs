@@ -57,6 +57,9 @@ pub struct ModelConfig {
     pub input_width: u32,
     /// Input height for models whose input size is not fixed.
     pub input_height: u32,
+    /// The largest model file accepted, MiB: a bigger file is refused before an engine reads
+    /// it ([`engine::onnx_file`]).
+    pub max_mib: u64,
 }
 
 impl Default for ModelConfig {
@@ -67,6 +70,7 @@ impl Default for ModelConfig {
             layout: LayoutHint::Auto,
             input_width: 640,
             input_height: 640,
+            max_mib: engine::onnx_file::DEFAULT_MAX_MIB,
         }
     }
 }
@@ -83,28 +87,33 @@ impl ModelConfig {
                 ));
             }
         }
+        if !(1..=2048).contains(&self.max_mib) {
+            return Err((
+                "max_mib",
+                format!("{} is out of range: allowed 1 to 2048 (protobuf's own limit)", self.max_mib),
+            ));
+        }
         Ok(())
     }
 
-    /// Checks that the files the section names (the model, the class names) are readable
-    /// files. `check` and `run` both call it, through the config.
+    /// Checks the files the section names: the class names a readable file, the model a
+    /// readable ONNX model within `max_mib` by its form ([`engine::onnx_file::check`], which
+    /// [`Detector::open`] runs too). `check` and `run` both call it, through the config.
     pub fn check_files(&self) -> Result<(), (&'static str, String)> {
-        let mut files = vec![("path", &self.path)];
-        if let Some(n) = &self.names {
-            files.push(("names", n));
+        let unreadable = |f: &std::path::Path| {
+            format!(
+                "'{}' is not a readable file (relative paths are relative to the config file)",
+                f.display()
+            )
+        };
+        if !self.path.is_file() {
+            return Err(("path", unreadable(&self.path)));
         }
-        for (key, f) in files {
-            if !f.is_file() {
-                return Err((
-                    key,
-                    format!(
-                        "'{}' is not a readable file (relative paths are relative to the config file)",
-                        f.display()
-                    ),
-                ));
-            }
+        engine::onnx_file::check(&self.path, self.max_mib << 20).map_err(|m| ("path", m))?;
+        match &self.names {
+            Some(n) if !n.is_file() => Err(("names", unreadable(n))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -179,6 +188,8 @@ impl Detector {
             tensorrt: e.tensorrt.clone(),
             dla: dla_board(setup.board_root),
         };
+        engine::onnx_file::check(&setup.model.path, setup.model.max_mib << 20)
+            .map_err(engine::EngineError::Model)?;
         let engine = engine::open(e.kind, &setup.model.path, &options)?;
         let names = match &setup.model.names {
             Some(p) => Some(ClassNames::from_file(p)?),

@@ -22,7 +22,7 @@ pub struct Args {
 /// `Ok(true)` when the config, the files it names and the model are usable.
 pub fn run(args: Args) -> Result<bool, Error> {
     let c = Config::load_for_run(&args.config, |_| Ok::<(), std::convert::Infallible>(()))?;
-    let detector = jetdetect::daemon::detector(&on_the_cpu(&c))?;
+    let detector = jetdetect::daemon::check(&on_the_cpu(&c))?;
     if !args.quiet {
         print!(
             "# {}: OK\n{}{}{}",

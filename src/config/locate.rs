@@ -44,3 +44,73 @@ pub(super) fn locate_entry(
         entries == index + 1 && inner.is_some() && inner == sub
     })
 }
+
+/// Where byte `offset` of a TOML text is: its table (`detect`, `hazards.tracking`, or
+/// `[[source]] #2` for the second entry of an array of tables; empty at the top) and the key
+/// whose `key = value` line holds it or, for a value over several lines, precedes it. `None`
+/// for the key when the offset is on a table header.
+pub(super) fn key_at(text: &str, offset: usize) -> (String, Option<String>) {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let before: Vec<&str> = text[..line_start].lines().collect();
+    let this = text[line_start..].lines().next().unwrap_or("");
+    let mut key = None;
+    let mut header = None;
+    for line in std::iter::once(this).chain(before.iter().rev().copied()) {
+        let t = line.trim();
+        if t.starts_with('[') {
+            header = Some(t);
+            break;
+        }
+        if key.is_none() {
+            key = key_of(t);
+        }
+    }
+    // On a header line itself there is no key.
+    if this.trim().starts_with('[') {
+        key = None;
+    }
+    let table = match header {
+        None => String::new(),
+        Some(h) if h.starts_with("[[") => {
+            let name = h.trim_start_matches('[').trim_end_matches(']').trim();
+            let n = text[..line_start + this.len()]
+                .lines()
+                .filter(|l| {
+                    l.trim().starts_with("[[")
+                        && l.trim().trim_start_matches('[').trim_end_matches(']').trim() == name
+                })
+                .count();
+            format!("[[{name}]] #{n}")
+        }
+        Some(h) => h.trim_start_matches('[').trim_end_matches(']').trim().to_string(),
+    };
+    (table, key)
+}
+
+/// The key of a `key = value` line (bare or quoted, possibly dotted).
+fn key_of(line: &str) -> Option<String> {
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    let ok = !k.is_empty()
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '"' | '\'' | ' '));
+    ok.then(|| k.replace(['"', '\''], ""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offset_is_named_by_its_table_and_key() {
+        let text = "top = 1\n[detect]\nconfidence = \"high\"\n[hazards.tracking]\nids = [\n  1,\n  -2,\n]\n\
+                    [[source]]\nuri = \"a\"\n[[source]]\nuri = \"b\"\n";
+        let at = |needle: &str| key_at(text, text.find(needle).unwrap());
+        assert_eq!(at("1\n[detect]"), (String::new(), Some("top".into())));
+        assert_eq!(at("\"high\""), ("detect".into(), Some("confidence".into())));
+        assert_eq!(at("-2"), ("hazards.tracking".into(), Some("ids".into())));
+        assert_eq!(at("[hazards"), ("hazards.tracking".into(), None));
+        assert_eq!(at("\"b\""), ("[[source]] #2".into(), Some("uri".into())));
+        assert_eq!(at("\"a\""), ("[[source]] #1".into(), Some("uri".into())));
+    }
+}

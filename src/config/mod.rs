@@ -75,6 +75,36 @@ pub struct Config {
     pub hazards: HazardsConfig,
     /// `[latency]`: the per-frame deadline and the freshness bound.
     pub latency: LatencyConfig,
+    /// Where it was read from, to name the file and line of what is found wrong later (a
+    /// class name the model does not have). Not part of its value.
+    #[serde(skip)]
+    pub origin: Origin,
+}
+
+/// The file a [`Config`] came from and its text. Two configs with the same values are equal
+/// wherever they came from.
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    path: PathBuf,
+    text: std::sync::Arc<str>,
+}
+
+impl PartialEq for Origin {
+    fn eq(&self, _: &Origin) -> bool {
+        true
+    }
+}
+
+impl Origin {
+    /// The error for `key` of `[section]` (a dotted key is in a sub-table) at its line, with
+    /// `message` as it is: the file, the line, and the message.
+    pub fn error(&self, section: &str, key: &str, message: String) -> ConfigError {
+        let (section, key) = match key.split_once('.') {
+            Some((table, k)) => (format!("{section}.{table}"), k),
+            None => (section.to_string(), key),
+        };
+        ConfigError { file: self.path.clone(), line: locate(&self.text, &section, key), message }
+    }
 }
 
 impl Config {
@@ -130,7 +160,8 @@ impl Config {
         adjust: impl FnOnce(&mut Config) -> Result<(), E>,
     ) -> Result<Config, ConfigError> {
         let path = Path::new("<command line>");
-        let mut config = Config::default();
+        let mut config =
+            Config { origin: Origin { path: path.to_path_buf(), text: "".into() }, ..Config::default() };
         adjust(&mut config).map_err(|e| ConfigError {
             file: path.to_path_buf(),
             line: None,
@@ -174,9 +205,23 @@ impl Config {
     /// relative paths against `path`'s folder; [`Config::validate`] checks the rest.
     fn read(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let mut config: Config = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            ConfigError { file: path.to_path_buf(), line, message: e.message().trim().to_string() }
+            let at = e.span().map(|s| s.start.min(text.len()));
+            let line = at.map(|a| text[..a].matches('\n').count() + 1);
+            // The TOML layer's messages name the type, not the key: the key is found at the
+            // error's place, so that they read like every other config error.
+            let message = e.message().trim();
+            let place = at.filter(|_| !message.starts_with('[')).map(|a| locate::key_at(text, a));
+            let message = match place {
+                Some((table, Some(key))) if table.is_empty() => format!("{key}: {message}"),
+                Some((table, Some(key))) if table.starts_with("[[") => format!("{table} {key}: {message}"),
+                Some((table, Some(key))) => format!("[{table}] {key}: {message}"),
+                Some((table, None)) if table.starts_with("[[") => format!("{table}: {message}"),
+                Some((table, None)) if !table.is_empty() => format!("[{table}]: {message}"),
+                _ => message.to_string(),
+            };
+            ConfigError { file: path.to_path_buf(), line, message }
         })?;
+        config.origin = Origin { path: path.to_path_buf(), text: text.into() };
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
         config.source.name_by_position();
@@ -580,7 +625,11 @@ mod tests {
     fn an_int8_table_that_is_not_tensorrts_is_refused_by_check_with_what_it_is() {
         let d = std::env::temp_dir().join(format!("jd-config-int8-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("m.onnx"), b"model").unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("models/obstacles-v8.onnx"),
+            d.join("m.onnx"),
+        )
+        .unwrap();
         std::fs::write(d.join("calibration.json"), b"{\"images\": [0.0, 2.5]}").unwrap();
         std::fs::write(d.join("calib.cache"), b"TRT-8601-EntropyCalibration2\nimages: 3c010a14\n").unwrap();
         let text = |table: &str| {

@@ -138,7 +138,7 @@ impl Sources {
     /// `check` and `run` both call it, through [`super::Config::check_files`].
     pub(super) fn check_uris(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
         for (i, s) in self.0.iter().enumerate() {
-            crate::source::check(&s.uri)
+            crate::source::check(&s.uri, &s.controls)
                 .map_err(|e| self.entry_error(i, None, "uri", e.to_string(), text, path))?;
         }
         Ok(())

@@ -8,6 +8,7 @@
 
 pub mod calibration;
 pub mod dla;
+pub mod onnx_file;
 pub mod onnxruntime;
 pub mod tract;
 pub mod trt_log;

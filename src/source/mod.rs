@@ -142,18 +142,44 @@ impl Default for Reopen {
     }
 }
 
-/// What opening `uri` would refuse, found without opening it (no device, no network, no
-/// pipeline started): the scheme, the URI's options and, for `csi://`, `rtsp://` and `gst://`,
-/// the GStreamer pipeline built as [`open`] builds it (every key and value checked, a
-/// credentials file read). `check` and `run` both call it, through the config.
-pub fn check(uri: &str) -> Result<(), SourceError> {
+/// What opening `uri` would refuse, found without touching a camera, the network or starting a
+/// pipeline, by the code [`open_with`] runs: every parameter and its range; for `file://` the
+/// file or folder (its geometry, its images); for `v4l2://` the request and the controls'
+/// form (the device may appear later: `run` waits for it); for `csi://`, `rtsp://` and `gst://`
+/// the GStreamer pipeline as it will be built (every key and value checked, a credentials file
+/// read). `check` and `run` both call it, through the config.
+pub fn check(uri: &str, controls: &BTreeMap<String, i64>) -> Result<(), SourceError> {
     let scheme = uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
         let platform = gst::Platform::detect(std::path::Path::new("/"));
         return gst::pipeline::build(uri, platform).map(|_| ());
     }
-    SourceUri::parse(uri)?;
+    let parsed = SourceUri::parse(uri)?;
+    controls_apply(uri, &parsed, controls)?;
+    match parsed.scheme.as_str() {
+        "synthetic" => synthetic::SyntheticSource::open(&parsed).map(drop),
+        "file" => file::FileSource::open(&parsed).map(drop),
+        "v4l2" => v4l2::V4l2Source::configure(&parsed, controls).map(drop),
+        other => Err(unknown_scheme(uri, other)),
+    }
+}
+
+/// `[source.controls]` are V4L2 controls.
+fn controls_apply(
+    uri: &str,
+    parsed: &SourceUri,
+    controls: &BTreeMap<String, i64>,
+) -> Result<(), SourceError> {
+    if !controls.is_empty() && parsed.scheme != "v4l2" {
+        return Err(SourceError::Config(format!("{uri}: [source.controls] apply to v4l2:// cameras only")));
+    }
     Ok(())
+}
+
+fn unknown_scheme(uri: &str, scheme: &str) -> SourceError {
+    SourceError::Config(format!(
+        "{uri}: unknown source scheme '{scheme}://': use synthetic://, file://, v4l2://, csi://, rtsp:// or gst://"
+    ))
 }
 
 /// Opens the source a URI names.
@@ -169,18 +195,13 @@ pub fn open_with(uri: &str, controls: &BTreeMap<String, i64>) -> Result<Box<dyn 
         return Ok(Box::new(gst::GstSource::open(uri)?));
     }
     let parsed = SourceUri::parse(uri)?;
-    if !controls.is_empty() && parsed.scheme != "v4l2" {
-        return Err(SourceError::Config(format!("{uri}: [source.controls] apply to v4l2:// cameras only")));
-    }
+    controls_apply(uri, &parsed, controls)?;
     match parsed.scheme.as_str() {
         "synthetic" => Ok(Box::new(synthetic::SyntheticSource::open(&parsed)?)),
         "file" => Ok(Box::new(file::FileSource::open(&parsed)?)),
         "v4l2" => Ok(Box::new(v4l2::V4l2Source::open(&parsed, controls)?)),
         "csi" | "rtsp" => Ok(Box::new(gst::GstSource::open(uri)?)),
-        other => Err(SourceError::Config(format!(
-            "{uri}: unknown source scheme '{other}://': use synthetic://, file://, v4l2://, csi://, \
-             rtsp:// or gst://"
-        ))),
+        other => Err(unknown_scheme(uri, other)),
     }
 }
 

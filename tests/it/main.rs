@@ -17,6 +17,7 @@ mod emulator;
 
 mod architecture;
 mod boards;
+mod check_run;
 mod cli;
 mod daemon;
 mod dla_form;

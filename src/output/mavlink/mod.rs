@@ -209,6 +209,24 @@ impl MavlinkConfig {
         if let Err(e) = mavlink::ConnectionAddress::parse_address(&self.url) {
             return Err(("url", format!("{:?}: {e}", self.url)));
         }
+        // The network forms take HOST:PORT, which rust-mavlink reads only when it connects (an
+        // error then is retried every second, forever): checked here, so `check` says it.
+        if let Some(address) = self.url.strip_prefix(scheme).and_then(|a| a.strip_prefix(':')) {
+            if scheme != "serial" {
+                let port = address.rsplit_once(':').filter(|(host, _)| !host.is_empty());
+                let port =
+                    port.and_then(|(_, p)| p.parse::<u16>().ok()).filter(|p| *p > 0 || scheme == "udpin");
+                if port.is_none() {
+                    return Err((
+                        "url",
+                        format!(
+                            "{:?}: give {scheme}:HOST:PORT with a port from 1 to 65535 (e.g. {scheme}:127.0.0.1:14550)",
+                            self.url
+                        ),
+                    ));
+                }
+            }
+        }
         if self.autopilot.is_none() {
             return Err((
                 "autopilot",
@@ -616,6 +634,11 @@ mod tests {
         assert_eq!(bad(|c| c.url = "udp:1.2.3.4:14550".into()).0, "url");
         assert!(bad(|c| c.url = "serial:/dev/ttyTHS1".into()).1.contains("Incomplete port settings"));
         assert!(bad(|c| c.url = "serial:/dev/ttyTHS1:fast".into()).1.contains("baud"));
+        for url in ["udpout:127.0.0.1", "udpout:127.0.0.1:", "tcpout::5760", "udpout:h:99999", "tcpout:h:0"] {
+            let e = MavlinkConfig { url: url.into(), ..px4() }.validate().unwrap_err();
+            assert_eq!(e.0, "url", "{url}");
+            assert!(e.1.contains("with a port from 1 to 65535"), "{url}: {}", e.1);
+        }
         assert_eq!(bad(|c| c.system_id = 0).0, "system_id");
         assert_eq!(bad(|c| c.max_rate_hz = 0.5).0, "max_rate_hz");
         assert_eq!(bad(|c| c.max_distance_m = 700.0).0, "max_distance_m");

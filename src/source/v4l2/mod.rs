@@ -139,6 +139,22 @@ impl V4l2Source {
     /// robot's camera may appear after the daemon starts): the source then
     /// reports [`SourceError::Unavailable`] from `next_frame` while it retries.
     pub fn open(uri: &SourceUri, controls: &BTreeMap<String, i64>) -> Result<V4l2Source, SourceError> {
+        let mut src = V4l2Source::configure(uri, controls)?;
+        match src.start() {
+            Ok(()) => Ok(src),
+            Err(SourceError::Unavailable(m)) => {
+                log::warn!("{m}: will keep trying");
+                src.reported = Some(m.clone());
+                let _ = src.fail(m);
+                Ok(src)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The source as the URI describes it, not started: every parameter checked, no device
+    /// touched (what `jetdetect check` can know of a camera that may be plugged in later).
+    pub fn configure(uri: &SourceUri, controls: &BTreeMap<String, i64>) -> Result<V4l2Source, SourceError> {
         let bad = SourceError::Config;
         uri.check_keys(&KEYS)?;
         let path = match uri.location.as_str() {
@@ -155,7 +171,7 @@ impl V4l2Source {
             fps: uri.get_in("fps", 30.0f64, 0.0, 1000.0)?,
             format,
         };
-        let mut src = V4l2Source {
+        Ok(V4l2Source {
             path,
             request,
             buffers: uri.get_in("buffers", 3u32, 2, 32)?,
@@ -166,17 +182,7 @@ impl V4l2Source {
             seq: 0,
             text: uri.text.clone(),
             reported: None,
-        };
-        match src.start() {
-            Ok(()) => Ok(src),
-            Err(SourceError::Unavailable(m)) => {
-                log::warn!("{m}: will keep trying");
-                src.reported = Some(m.clone());
-                let _ = src.fail(m);
-                Ok(src)
-            }
-            Err(other) => Err(other),
-        }
+        })
     }
 
     fn device_path(&self) -> Result<PathBuf, SourceError> {
