@@ -393,6 +393,16 @@ fn a_restart_while_the_broker_is_down_loses_nothing() {
         );
         if run == 1 {
             assert!(err.contains("messages from an earlier run wait in"), "{err}");
+            // The warning about the broker counts them too (it said 0 when it came before the
+            // sender thread had counted the queue).
+            let waiting = err
+                .split("MQTT: ")
+                .find_map(|l| l.split(" messages from an earlier run").next()?.parse::<u64>().ok());
+            let warned = err
+                .lines()
+                .find(|l| l.contains("retrying with backoff"))
+                .and_then(|l| l.rsplit("); ").next()?.split(' ').next()?.parse::<u64>().ok());
+            assert!(waiting.is_some_and(|n| n > 0) && warned >= waiting, "{waiting:?} vs {warned:?}:\n{err}");
         }
         want.extend(socket.join().unwrap().hazards);
     }

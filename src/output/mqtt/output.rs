@@ -19,7 +19,7 @@ use super::link;
 use super::net::net_loop;
 use super::queue::DiskQueue;
 use super::sender::{SenderThread, WINDOW};
-use super::shared::{status, Book, Counters, ToSender, Wire};
+use super::shared::{will, Book, Counters, ToSender, Wire};
 use super::{MqttConfig, Topic};
 use crate::output::protocol;
 use crate::output::{Health, Interval, Output, OutputError, Started};
@@ -114,12 +114,11 @@ impl Output for MqttOutput {
     fn open(&mut self) -> Result<(), OutputError> {
         let c = &self.config;
         let queue = DiskQueue::open(&c.queue_dir, c.queue_mib << 20).map_err(OutputError::MqttQueue)?;
+        // Counted before the threads start: the network thread's first words may come first.
+        self.counters.queued.store(queue.len(), Ordering::Relaxed);
         let client_id =
             if c.client_id.is_empty() { format!("jetdetect-{}", self.device) } else { c.client_id.clone() };
-        let will = (
-            c.topic(&self.device, Topic::Status),
-            status(&self.device, "offline", "connection lost", &self.cameras),
-        );
+        let will = (c.topic(&self.device, Topic::Status), will(&self.device, &self.cameras));
         let settings =
             link::settings(c, client_id, Some(will)).map_err(|e| OutputError::Mqtt(Box::new(e)))?;
         let (client, connection) = link::connect(&settings, (WINDOW as usize) * 2 + 16);

@@ -114,10 +114,21 @@ pub struct Counters {
     pub queued: AtomicU64,
 }
 
-/// The `status` message.
+/// The `status` message, stamped `wall_ns` now.
 pub(super) fn status(device: &str, state: &str, reason: &str, cameras: &[String]) -> Vec<u8> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    serde_json::to_vec(&serde_json::json!({
+    status_json(device, state, reason, cameras, ("wall_ns", wall_ns()))
+}
+
+/// The last will: the `offline` status the broker publishes when it loses the connection. Its
+/// payload is fixed when the output starts, so it carries no `wall_ns` (the moment of the loss
+/// is the broker's to know; a subscriber stamps it on receipt) but `since_wall_ns`, when this
+/// run's MQTT output started.
+pub(super) fn will(device: &str, cameras: &[String]) -> Vec<u8> {
+    status_json(device, "offline", "connection lost", cameras, ("since_wall_ns", wall_ns()))
+}
+
+fn status_json(device: &str, state: &str, reason: &str, cameras: &[String], time: (&str, u64)) -> Vec<u8> {
+    let mut m = serde_json::json!({
         "type": "status",
         "schema": SCHEMA,
         "device": device,
@@ -125,7 +136,32 @@ pub(super) fn status(device: &str, state: &str, reason: &str, cameras: &[String]
         "reason": reason,
         "version": env!("CARGO_PKG_VERSION"),
         "cameras": cameras,
-        "wall_ns": now.as_nanos() as u64,
-    }))
-    .unwrap_or_default()
+    });
+    m[time.0] = time.1.into();
+    serde_json::to_vec(&m).unwrap_or_default()
+}
+
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_will_says_when_its_run_started_not_when_the_loss_was() {
+        let cams = ["cam0".to_string()];
+        let parse = |b: Vec<u8>| serde_json::from_slice::<serde_json::Value>(&b).unwrap();
+        let will = parse(will("rover-1", &cams));
+        assert_eq!(
+            (will["state"].as_str(), will["reason"].as_str()),
+            (Some("offline"), Some("connection lost"))
+        );
+        assert!(will.get("wall_ns").is_none(), "the will cannot know when the loss is: {will}");
+        assert!(will["since_wall_ns"].as_u64().is_some_and(|t| t > 1_700_000_000_000_000_000), "{will}");
+        let now = parse(status("rover-1", "offline", "stopped", &cams));
+        assert!(now["wall_ns"].as_u64().is_some() && now.get("since_wall_ns").is_none(), "{now}");
+        assert_eq!(now["cameras"], will["cameras"]);
+    }
 }
