@@ -96,6 +96,42 @@ fn a_missing_or_unloadable_library_is_a_documented_error() {
     }
 }
 
+/// A library that needs one that is gone (as a Jetson's ONNX Runtime needing `libcudnn.so.9`, or
+/// an aarch64 build needing `libstdc++.so.6`): the message has the loader's words, which name the
+/// missing file, and the list of what the loader cannot find. Before, it said "dlopen failed".
+#[test]
+fn a_library_that_will_not_load_names_what_the_loader_could_not_find() {
+    let dir = crate::common::fresh_dir("ort", "needs");
+    let cc = |args: &[&str]| {
+        let out = std::process::Command::new("cc").args(args).current_dir(&dir).output();
+        let out = out.expect("needs a C compiler, cc (cargo links with it too)");
+        assert!(out.status.success(), "cc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::write(dir.join("dep.c"), "int jd_dep(void) { return 1; }\n").unwrap();
+    std::fs::write(dir.join("ort.c"), "int jd_dep(void);\nint jd_f(void) { return jd_dep(); }\n").unwrap();
+    cc(&["-shared", "-fPIC", "-o", "libjd-gone.so.1", "-Wl,-soname,libjd-gone.so.1", "dep.c"]);
+    cc(&["-shared", "-fPIC", "-o", "libonnxruntime.so", "ort.c", "-L.", "-l:libjd-gone.so.1"]);
+    std::fs::remove_file(dir.join("libjd-gone.so.1")).unwrap();
+    let config = dir.join("jd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\npath = \"{}\"\n[engine]\nkind = \"onnxruntime\"\nlibrary = \"{}\"\n",
+            root().join("models/obstacles-v8.onnx").display(),
+            dir.join("libonnxruntime.so").display()
+        ),
+    )
+    .unwrap();
+    let (code, err) = crate::common::check_config(&config);
+    assert_eq!(code, Some(1), "{err}");
+    for want in [
+        "libonnxruntime.so: cannot load ONNX Runtime: dlopen failed: libjd-gone.so.1: cannot open shared object file",
+        "the loader cannot find what it needs: libjd-gone.so.1 (libjd-gone.so.1: cannot open shared object file",
+    ] {
+        assert!(err.contains(want), "'{want}' not in: {err}");
+    }
+}
+
 #[test]
 #[cfg_attr(not(jetdetect_has_ort), ignore = "needs ONNX Runtime: ORT_DYLIB_PATH (docs/reliability.md)")]
 fn missing_providers_and_a_dla_the_board_lacks_are_documented_errors() {

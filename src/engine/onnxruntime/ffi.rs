@@ -1,5 +1,6 @@
 //! Every `unsafe` of the ONNX Runtime engine, in one place: the C API calls that `ort` does
-//! not expose without per-frame allocations, and the view of the bound output tensor.
+//! not expose without per-frame allocations, the view of the bound output tensor, and asking the
+//! loader for a library by name (`needed`'s probe of what a library that will not load lacks).
 
 use super::*;
 
@@ -45,4 +46,23 @@ pub(super) fn host_output(output: &Tensor<f32>, len: usize) -> ort::Result<&[f32
     // allocator and bound as the session's output; the run has finished writing it, and the
     // borrow of `output` keeps it alive and unbound for as long as the slice lives.
     Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+/// What the loader says when asked for `name`, or `None` when it loads it.
+pub(super) fn loader_refuses(name: &str) -> Option<String> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: dlopen with a valid C string; the handle is closed at once. Loading runs the
+    // library's constructors, as ONNX Runtime's own load of it would.
+    unsafe {
+        let handle = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if !handle.is_null() {
+            libc::dlclose(handle);
+            return None;
+        }
+        let err = libc::dlerror();
+        Some(match err.is_null() {
+            true => "not found".into(),
+            false => std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned(),
+        })
+    }
 }

@@ -118,12 +118,28 @@ pub(super) fn load_error(library: &Path, e: &ort::LoadDynamicError) -> String {
             format!("{shown}: its version string is not readable: is it ONNX Runtime? {ORT_WAY}")
         }
         ort::LoadDynamicError::Dlopen { error, .. } => {
+            // libloading says "dlopen failed"; the loader's own words (which name the file it
+            // could not find) are the error's source.
+            let mut words = error.to_string();
+            let mut source = std::error::Error::source(error);
+            while let Some(s) = source {
+                words = format!("{words}: {s}");
+                source = s.source();
+            }
+            let missing = super::needed::missing(library);
             let hint = if cfg!(target_feature = "crt-static") {
                 " (this is a statically linked build, which cannot load libraries: use the JetPack/glibc build)"
+                    .to_string()
+            } else if !missing.is_empty() {
+                format!(
+                    "; the loader cannot find what it needs: {} (install them, or add their folder to \
+                     LD_LIBRARY_PATH)",
+                    missing.join(", ")
+                )
             } else {
-                " (built for another CPU architecture, or a library it needs, such as CUDA, is missing?)"
+                " (built for another CPU architecture?)".to_string()
             };
-            format!("{shown}: cannot load ONNX Runtime: {error}{hint}")
+            format!("{shown}: cannot load ONNX Runtime: {words}{hint}")
         }
     }
 }

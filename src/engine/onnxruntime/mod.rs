@@ -27,6 +27,7 @@ use super::{dla, trt_log, DlaBoard, Engine, EngineError, EngineOptions, InputSta
 #[allow(unsafe_code)]
 mod ffi;
 mod library;
+mod needed;
 mod stage;
 mod tensorrt;
 
@@ -227,6 +228,12 @@ fn session_builder(
                 let mut why = e.to_string();
                 if *name == Provider::TensorRt && tensorrt_options.dla_core.is_some() {
                     why.push_str(" (DLA needs a Jetson with DLA cores (Xavier, Orin) and TensorRT <= 10.7)");
+                }
+                // Usually one library the provider needs is missing: name it.
+                let provider = needed::provider_library(library, &name.to_string());
+                let missing = provider.as_deref().map(needed::missing).unwrap_or_default();
+                if !missing.is_empty() {
+                    why.push_str(&format!("; the loader cannot find what it needs: {}", missing.join(", ")));
                 }
                 log::warn!("{}: provider {name} unavailable: {why}", library.display());
                 refused.push(format!("{name}: {why}"));
