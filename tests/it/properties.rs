@@ -92,6 +92,34 @@ proptest! {
         }
     }
 
+    /// The model file's form check (`engine::onnx_file`) on the shipped model with bytes changed
+    /// and the end cut, and on noise: never a panic; `Ok` is the file's length, and an error
+    /// names the file.
+    #[test]
+    fn the_model_form_check_never_panics_and_names_the_file(
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+        cut in any::<usize>(),
+        noise in prop::collection::vec(any::<u8>(), 0..64),
+        use_noise in any::<bool>(),
+    ) {
+        let mut bytes = if use_noise { noise } else { std::fs::read(root().join("models/obstacles-v8.onnx")).unwrap() };
+        for (at, b) in flips {
+            if !bytes.is_empty() {
+                let i = at % bytes.len();
+                bytes[i] = b;
+            }
+        }
+        if !bytes.is_empty() && cut % 3 == 0 {
+            bytes.truncate(cut % bytes.len());
+        }
+        let path = tmp("onnx-form").join("m.onnx");
+        std::fs::write(&path, &bytes).unwrap();
+        match jetdetect::engine::onnx_file::check(&path, 1 << 30) {
+            Ok(len) => prop_assert_eq!(len, bytes.len() as u64),
+            Err(e) => prop_assert!(e.contains("m.onnx"), "{}", e),
+        }
+    }
+
     /// Arbitrary text, including non-ASCII characters around the error position.
     #[test]
     fn config_noise_never_panics(text in "[\\PC\n=\\[\\]\"']{0,300}") {
