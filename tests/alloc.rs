@@ -271,7 +271,9 @@ fn daemon_config(tag: &str) -> Config {
 struct DaemonRun {
     /// Allocations over frames FROM..TO (every thread, or the pipeline's only).
     allocations: u64,
-    /// With `pipeline_only`: the other threads' allocations over the same frames.
+    /// With `pipeline_only`: the other threads' allocations over the same frames (read by the
+    /// ROS 2 case, which needs its feature).
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     others: u64,
     /// Lines the socket client read.
     lines: usize,

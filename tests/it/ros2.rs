@@ -3,9 +3,12 @@
 //! DDS decoding `Detection2DArray` field by field) is tests/ros2/check.py, run by
 //! tests/ros2/run.sh in CI.
 
+#[cfg(feature = "ros2")]
 use std::time::Duration;
 
-use crate::common::{repo, Daemon};
+use crate::common::repo;
+#[cfg(feature = "ros2")]
+use crate::common::Daemon;
 
 fn write_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     let p = dir.join("jd.toml");
