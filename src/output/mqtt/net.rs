@@ -27,7 +27,21 @@ pub(super) fn net_loop(
     counters: &Counters,
     scope: &str,
 ) {
-    let mut state = NetState::new(wire, settings, tx, stop, counters, scope);
+    let mut state = NetState {
+        wire,
+        settings,
+        tx,
+        stop,
+        counters,
+        scope,
+        sessions: 0,
+        backoff: FIRST_RETRY,
+        last_failure: None,
+        down_since: None,
+        connected_at: None,
+        quick_drops: 0,
+        last_quick_warning: None,
+    };
     loop {
         match connection.next(settings) {
             Net::Connected => state.connected(),
@@ -80,32 +94,7 @@ struct NetState<'a> {
     last_quick_warning: Option<Instant>,
 }
 
-impl<'a> NetState<'a> {
-    fn new(
-        wire: &'a Wire,
-        settings: &'a Settings,
-        tx: &'a Sender<ToSender>,
-        stop: &'a AtomicBool,
-        counters: &'a Counters,
-        scope: &'a str,
-    ) -> NetState<'a> {
-        NetState {
-            wire,
-            settings,
-            tx,
-            stop,
-            counters,
-            scope,
-            sessions: 0,
-            backoff: FIRST_RETRY,
-            last_failure: None,
-            down_since: None,
-            connected_at: None,
-            quick_drops: 0,
-            last_quick_warning: None,
-        }
-    }
-
+impl NetState<'_> {
     /// A new session: a fresh book, and the sender told.
     fn connected(&mut self) {
         self.sessions += 1;
