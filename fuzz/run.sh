@@ -5,6 +5,7 @@
 #   yolo_decode  Decoder::decode on arbitrary tensors, layouts, letterboxes and thresholds
 #   mjpeg        source::mjpeg::decode on corrupt and hostile JPEG frames
 #   raw_frames   raw frame files (file://...?width=&height=&format=) of any content
+#   http_head    the HTTP server's bounded request-head reader, the head sent in pieces
 #
 #   fuzz/run.sh [SECONDS per target (default 60)] [target...]
 #
@@ -20,7 +21,7 @@ cd "$(dirname "$0")"
 SECS=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config uri yolo_decode mjpeg raw_frames)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config uri yolo_decode mjpeg raw_frames http_head)
 if [ "${FUZZ_INSTALL:-0}" = 1 ]; then
     rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked
@@ -28,7 +29,7 @@ fi
 command -v cargo-fuzz >/dev/null || { echo "fuzz: cargo-fuzz is not installed (FUZZ_INSTALL=1 installs it)" >&2; exit 1; }
 
 # Seeds.
-mkdir -p corpus/config corpus/uri corpus/yolo_decode corpus/mjpeg corpus/raw_frames
+mkdir -p corpus/config corpus/uri corpus/yolo_decode corpus/mjpeg corpus/raw_frames corpus/http_head
 cp ../configs/*.toml corpus/config/
 i=0
 for u in 'synthetic://?width=64&height=48&fps=0&format=nv12&seed=3&objects=4' \
@@ -41,6 +42,7 @@ done
 { printf '\0\0\0\0'; cat ../tests/fixtures/images/scene_800x600.jpg; } >corpus/mjpeg/scene_800x600
 head -c 4096 /dev/urandom >corpus/yolo_decode/random
 { printf '\1\20\20'; head -c 1536 /dev/urandom; } >corpus/raw_frames/yuyv16
+printf '\3GET /picture.json?camera=cam0&after=12 HTTP/1.1\r\nHost: localhost\r\nCookie: jetdetect_token=x\r\n\r\n' >corpus/http_head/get
 
 # No sanitizer; 16 codegen units instead of cargo-fuzz's 1 (with fuzz/Cargo.toml's profile: only
 # jetdetect, the JPEG decoder and the TOML parser optimised) keep the build at about 200 s on

@@ -25,6 +25,7 @@ mod families;
 mod faults;
 mod gstreamer;
 mod hazards;
+mod http;
 mod mavlink;
 mod mqtt;
 mod onnxruntime;

@@ -3,13 +3,15 @@
 //! tracks and zones, and the figures of the last stats interval) and `/snapshot.jpg`.
 //!
 //! It binds to loopback unless `[metrics] allow_remote`; with a token file every request must
-//! carry the token. tiny_http parses HTTP ([`server`]); pictures come from the pipeline's
+//! carry the token. Requests are read bounded ([`wire`], httparse parsing the head) and answered
+//! one per connection, each on its own thread ([`server`]); pictures come from the pipeline's
 //! picture tap and are drawn and encoded on the view's own thread ([`view`]), only while someone
 //! looks.
 
 pub mod metrics;
 pub mod server;
 pub mod view;
+pub mod wire;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -129,10 +131,9 @@ pub fn read_token(path: &Path) -> Result<String, HttpError> {
     Ok(token)
 }
 
-/// A running server: its workers and, with the view, the encoder.
+/// A running server: its acceptor and, with the view, the encoder.
 struct Running {
-    server: Arc<tiny_http::Server>,
-    workers: Vec<JoinHandle<()>>,
+    acceptor: JoinHandle<()>,
     encoder: Option<JoinHandle<()>>,
     addr: SocketAddr,
 }
@@ -199,36 +200,24 @@ impl HttpOutput {
             at(&format!(": cannot listen{hint}"))(e)
         })?;
         let addr = listener.local_addr().map_err(at(""))?;
-        let server = tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| at("")(std::io::Error::other(e.to_string())))?;
-        let server = Arc::new(server);
         let content = Arc::new(Content::new(self.view.clone(), token, addr.ip().is_loopback()));
-        let mut workers = Vec::with_capacity(server::WORKERS);
-        for i in 0..server::WORKERS {
-            let (s, c) = (server.clone(), content.clone());
-            let w = std::thread::Builder::new()
-                .name(format!("http {i}"))
-                .spawn(move || {
-                    while !c.stop.load(Ordering::Relaxed) {
-                        match s.recv_timeout(Duration::from_millis(200)) {
-                            Ok(Some(req)) => server::handle(req, &c),
-                            Ok(None) => {}
-                            Err(e) => {
-                                log::warn!("http: {e}");
-                                std::thread::sleep(Duration::from_millis(200));
-                            }
-                        }
-                    }
-                })
-                .map_err(at(": cannot start a worker thread"))?;
-            workers.push(w);
-        }
         let encoder = match &self.view {
             Some(v) => Some(v.start().map_err(at(": cannot start the view's thread"))?),
             None => None,
         };
+        let c = content.clone();
+        let acceptor = std::thread::Builder::new().name("http".into()).spawn(move || accept(listener, c));
+        let acceptor = match acceptor {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(v) = &self.view {
+                    v.stop();
+                }
+                return Err(at(": cannot start the acceptor thread")(e));
+            }
+        };
         self.content = Some(content);
-        self.running = Some(Running { server, workers, encoder, addr });
+        self.running = Some(Running { acceptor, encoder, addr });
         log::info!("metrics on http://{addr}/metrics");
         Ok(())
     }
@@ -241,13 +230,64 @@ impl HttpOutput {
             c.stop.store(true, Ordering::Relaxed);
         }
         if let Some(r) = self.running.take() {
-            for _ in &r.workers {
-                r.server.unblock();
+            // The acceptor waits in accept(): a connection of our own wakes it to see the stop.
+            let mut wake = r.addr;
+            if wake.ip().is_unspecified() {
+                wake.set_ip(match wake {
+                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
             }
-            for w in r.workers.into_iter().chain(r.encoder) {
-                if !crate::output::join_within(w, Duration::from_secs(3)) {
+            let _ = std::net::TcpStream::connect_timeout(&wake, Duration::from_millis(500));
+            // Connections still being answered end on their own within their timeouts (5 s).
+            for t in std::iter::once(r.acceptor).chain(r.encoder) {
+                if !crate::output::join_within(t, Duration::from_secs(3)) {
                     log::warn!("http: a thread did not stop within 3 s; leaving it");
                 }
+            }
+        }
+    }
+}
+
+/// The acceptor: each connection on its own thread, up to [`server::MAX_CONNECTIONS`]; past
+/// them, it answers 503 itself and closes. Stops when `content.stop` is set (and a connection
+/// wakes it).
+fn accept(listener: TcpListener, content: Arc<Content>) {
+    let mut failed_spawn = false;
+    for stream in listener.incoming() {
+        if content.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors, or an aborted connection: go on after a breath.
+                log::debug!("http: accept: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if content.connections.fetch_add(1, Ordering::Relaxed) >= server::MAX_CONNECTIONS {
+            content.connections.fetch_sub(1, Ordering::Relaxed);
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+            let busy = wire::Reply::new(
+                503,
+                "text/plain; charset=utf-8",
+                format!("{} connections are being answered: try again\n", server::MAX_CONNECTIONS),
+            );
+            let _ = busy.write(&mut &stream, true);
+            continue;
+        }
+        let c = content.clone();
+        let spawned =
+            std::thread::Builder::new().name("http conn".into()).stack_size(256 << 10).spawn(move || {
+                server::serve(stream, &c);
+                c.connections.fetch_sub(1, Ordering::Relaxed);
+            });
+        if let Err(e) = spawned {
+            content.connections.fetch_sub(1, Ordering::Relaxed);
+            if !std::mem::replace(&mut failed_spawn, true) {
+                log::warn!("http: cannot start a connection's thread: {e}; that connection is dropped");
             }
         }
     }

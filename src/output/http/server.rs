@@ -1,5 +1,6 @@
-//! The HTTP server: tiny_http parses requests; this file routes them, checks the access token
-//! and answers. Every endpoint is a read (GET or HEAD): none changes the daemon's state.
+//! The HTTP server's answers: one connection's request read ([`wire`], bounded), the access
+//! token checked, routed and answered. Every endpoint is a read (GET or HEAD): none changes the
+//! daemon's state.
 //!
 //! | path | what |
 //! |---|---|
@@ -10,22 +11,22 @@
 //! | `/picture/N.jpg` | picture N, with its overlay |
 //! | `/snapshot.jpg?camera=C&raw=1` | a frame captured after the request (raw: without overlay) |
 //!
-//! Requests are served by [`WORKERS`] threads; those that wait for a picture are limited to
-//! [`WAITING`] at once, so `/metrics` is always answered.
+//! Each connection has its own thread (at most [`MAX_CONNECTIONS`]; beyond, the acceptor answers
+//! 503 itself), so no request waits behind another's; those that wait for a picture are limited
+//! to [`WAITING`] at once (the others get the newest picture if it is new, or 204, at once).
 
-use std::io::Cursor;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tiny_http::{Header, Method, Request, Response, StatusCode};
-
 use super::view::View;
+use super::wire::{self, Head, Reply};
 
-/// Threads answering requests.
-pub const WORKERS: usize = 8;
+/// Connections served at once, each on its own thread; beyond, a new one is answered 503.
+pub const MAX_CONNECTIONS: usize = 256;
 /// Requests that may wait for a picture at once.
-pub const WAITING: usize = WORKERS - 2;
+pub const WAITING: usize = 32;
 /// How long `/picture.json` waits for a new picture.
 const PICTURE_WAIT: Duration = Duration::from_millis(2500);
 /// How long `/snapshot.jpg` waits for a fresh frame.
@@ -52,6 +53,8 @@ pub struct Content {
     /// The server listens on loopback only.
     pub loopback: bool,
     pub(super) waiting: AtomicUsize,
+    /// Connections being served.
+    pub(super) connections: AtomicUsize,
     pub(super) stop: AtomicBool,
 }
 
@@ -65,25 +68,14 @@ impl Content {
             token,
             loopback,
             waiting: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         }
     }
 }
 
-fn header(name: &str, value: &str) -> Header {
-    // Names and values here are ASCII constants or numbers: always valid.
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("valid header")
-}
-
-type Reply = Response<Cursor<Vec<u8>>>;
-
 fn reply(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
-    Response::from_data(body.into())
-        .with_status_code(StatusCode(status))
-        .with_header(header("Content-Type", content_type))
-        .with_header(header("Cache-Control", "no-store"))
-        .with_header(header("X-Content-Type-Options", "nosniff"))
-        .with_header(header("Referrer-Policy", "no-referrer"))
+    Reply::new(status, content_type, body)
 }
 
 fn text(status: u16, body: impl Into<String>) -> Reply {
@@ -117,39 +109,68 @@ fn same(a: &str, b: &str) -> bool {
 
 /// Whether `req` carries `token`: as a bearer token, the cookie, or `?token=`; `Some(true)`
 /// when it came as `?token=` (the answer then sets the cookie).
-fn authorised(req: &Request, q: &str, token: &str) -> Option<bool> {
-    for h in req.headers() {
-        let v = h.value.as_str();
-        if h.field.equiv("Authorization") && v.strip_prefix("Bearer ").is_some_and(|t| same(t.trim(), token))
-        {
-            return Some(false);
-        }
-        if h.field.equiv("Cookie")
-            && v.split(';').any(|c| {
-                c.trim()
-                    .strip_prefix(COOKIE)
-                    .and_then(|r| r.strip_prefix('='))
-                    .is_some_and(|t| same(t, token))
-            })
-        {
-            return Some(false);
-        }
+fn authorised(req: &Head, q: &str, token: &str) -> Option<bool> {
+    if req.headers("Authorization").any(|v| v.strip_prefix("Bearer ").is_some_and(|t| same(t.trim(), token)))
+    {
+        return Some(false);
+    }
+    let cookie = |v: &str| {
+        v.split(';').any(|c| {
+            c.trim().strip_prefix(COOKIE).and_then(|r| r.strip_prefix('=')).is_some_and(|t| same(t, token))
+        })
+    };
+    if req.headers("Cookie").any(cookie) {
+        return Some(false);
     }
     query(q, "token").is_some_and(|t| same(&t, token)).then_some(true)
 }
 
-/// Answers one request.
-pub fn handle(req: Request, c: &Content) {
-    let url = req.url().to_string();
-    let (path, q) = url.split_once('?').unwrap_or((&url, ""));
-    let response = route(&req, path, q, c);
-    let _ = req.respond(response);
+/// Serves one connection: reads its request's head (bounded in size and time: [`wire`]),
+/// answers it, and closes. The token is checked on the head alone: nothing more is read.
+pub fn serve(mut stream: TcpStream, c: &Content) {
+    // Short read timeouts, so that the head's deadline is looked at; a client that does not
+    // read its answer holds only this connection's thread, for at most the write timeout.
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.set_nodelay(true);
+    let (reply, body) = match wire::read_head(&mut stream, Instant::now() + wire::HEAD_TIMEOUT) {
+        Ok(head) => {
+            let (path, q) = head.target.split_once('?').unwrap_or((&head.target, ""));
+            (route(&head, path, q, c), head.method != "HEAD")
+        }
+        Err(e) => match e.answer() {
+            Some((status, why)) => (text(status, why), true),
+            None => return,
+        },
+    };
+    let _ = reply.write(&mut stream, body);
+    linger(stream);
 }
 
-fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
-    if !matches!(req.method(), Method::Get | Method::Head) {
+/// Closes after the answer without cutting it off: what the client still sends (a body, the
+/// rest of an oversized head) is read and dropped for a moment, up to 1 MiB, so that closing
+/// with unread data (which sends a reset, and can destroy the answer in the client's buffer)
+/// happens only to a client that keeps sending.
+fn linger(mut stream: TcpStream) {
+    use std::io::Read as _;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let until = Instant::now() + Duration::from_secs(1);
+    let mut scratch = [0u8; 8192];
+    let mut dropped = 0usize;
+    while Instant::now() < until && dropped < 1 << 20 {
+        match stream.read(&mut scratch) {
+            Ok(0) => return,
+            Ok(n) => dropped += n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn route(req: &Head, path: &str, q: &str, c: &Content) -> Reply {
+    if !matches!(req.method.as_str(), "GET" | "HEAD") {
         return text(405, "jetdetect's HTTP server only answers GET and HEAD: nothing here changes state\n")
-            .with_header(header("Allow", "GET, HEAD"));
+            .with("Allow", "GET, HEAD");
     }
     let mut set_cookie = false;
     match &c.token {
@@ -157,8 +178,7 @@ fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
         // web page elsewhere that rebinds its own host name to 127.0.0.1 (DNS rebinding) sends
         // that name as Host, and is refused.
         None if c.loopback => {
-            if let Some(host) = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str())
-            {
+            if let Some(host) = req.header("Host") {
                 if !loopback_host(host) {
                     return text(
                         403,
@@ -179,7 +199,7 @@ fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
                     "an access token is required ([metrics] token_file): send `Authorization: Bearer TOKEN`, \
                      or open /?token=TOKEN once in a browser\n",
                 )
-                .with_header(header("WWW-Authenticate", "Bearer realm=\"jetdetect\""));
+                .with("WWW-Authenticate", "Bearer realm=\"jetdetect\"");
             }
         },
     }
@@ -188,7 +208,7 @@ fn route(req: &Request, path: &str, q: &str, c: &Content) -> Reply {
         if let Some(t) = &c.token {
             // The token is checked against the file's: it cannot carry `;` or line breaks into
             // the header unless the file has them, and then no request matches it anyway.
-            r.add_header(header("Set-Cookie", &format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict")));
+            r.headers.push(("Set-Cookie", format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict")));
         }
     }
     r
@@ -210,11 +230,11 @@ fn answer(path: &str, q: &str, c: &Content) -> Reply {
     };
     match path {
         "/" | "/index.html" => reply(200, "text/html; charset=utf-8", PAGE)
-            .with_header(header(
+            .with(
                 "Content-Security-Policy",
                 "default-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'",
-            ))
-            .with_header(header("X-Frame-Options", "DENY")),
+            )
+            .with("X-Frame-Options", "DENY"),
         "/view.js" => reply(200, "text/javascript; charset=utf-8", SCRIPT),
         "/view.css" => reply(200, "text/css; charset=utf-8", STYLE),
         "/favicon.svg" => reply(200, "image/svg+xml", ICON),
