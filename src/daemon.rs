@@ -126,10 +126,12 @@ pub fn hazard_layers(config: &Config, detector: &Detector) -> Result<Vec<Option<
     Ok(layers)
 }
 
-/// What `run` builds before its first frame from `config`, built and dropped: the detector
-/// (`config` as given: `check` hands it the CPU engine) and the hazard layers. Returns the
+/// What `run` builds before its first frame from `config`, built and dropped: the `[power]`
+/// profile planned for the board (nothing written), the detector (`config` as given: `check`
+/// hands it the CPU engine) and the hazard layers. Returns the
 /// detector, for the caller to describe.
 pub fn check(config: &Config) -> Result<Detector> {
+    PowerSession::check(&config.power)?;
     let detector = detector(config)?;
     hazard_layers(config, &detector)?;
     Ok(detector)

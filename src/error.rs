@@ -70,7 +70,7 @@ pub enum Error {
     #[error("model error: {0}")]
     Names(#[from] crate::yolo::names::NamesError),
     /// The clock profile could not be applied (`[power] on_failure = "exit"`), or put back.
-    #[error("[power]: {0}")]
+    #[error("{}", in_section("[power]", .0))]
     Power(#[from] PowerError),
     /// An output (the socket, the HTTP server, ROS 2, MQTT, MAVLink) could not be set up; the
     /// message names its section. Boxed: the outputs' own error type is theirs (`output/`),
@@ -127,6 +127,15 @@ pub enum Error {
     /// underneath, so there is no source to keep.
     #[error("{0}")]
     Command(String),
+}
+
+/// `message` under `section` (`[power]: ...`), unless it already names it.
+fn in_section(section: &str, message: &impl std::fmt::Display) -> String {
+    let m = message.to_string();
+    match m.starts_with(section) {
+        true => m,
+        false => format!("{section}: {m}"),
+    }
 }
 
 impl Error {

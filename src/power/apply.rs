@@ -149,6 +149,19 @@ pub struct Engaged {
     pub stale: Option<Result<usize, PowerError>>,
 }
 
+/// The board's nvpmodel and the mode `[power] nvpmodel` names in it, when it names one.
+pub fn wanted_mode(config: &PowerConfig) -> Result<Option<(Nvpmodel, Mode)>, PowerError> {
+    let Some(wanted) = &config.nvpmodel else { return Ok(None) };
+    let nv = Nvpmodel::find(&config.root).ok_or_else(|| {
+        PowerError(format!(
+            "[power] nvpmodel = '{wanted}': nvpmodel is not installed under {}",
+            config.root.display()
+        ))
+    })?;
+    let mode = nv.resolve(wanted)?;
+    Ok(Some((nv, mode)))
+}
+
 /// Runs the whole sequence (module docs) for `config` under its root.
 pub fn engage(config: &PowerConfig, state: &StateFile) -> Result<Engaged, Failure> {
     let root = &config.root;
@@ -156,19 +169,7 @@ pub fn engage(config: &PowerConfig, state: &StateFile) -> Result<Engaged, Failur
     if state.exists() {
         out.stale = Some(state.restore(root, &out.discovered));
     }
-    let nv = match &config.nvpmodel {
-        Some(wanted) => {
-            let nv = Nvpmodel::find(root).ok_or_else(|| {
-                Failure::Config(PowerError(format!(
-                    "[power] nvpmodel = '{wanted}': nvpmodel is not installed under {}",
-                    root.display()
-                )))
-            })?;
-            let mode = nv.resolve(wanted).map_err(Failure::Config)?;
-            Some((nv, mode))
-        }
-        None => None,
-    };
+    let nv = wanted_mode(config).map_err(Failure::Config)?;
     out.discovered = power_up_gpu(root, std::mem::take(&mut out.discovered)).map_err(Failure::System)?;
     let mut switched = false;
     if let Some((nv, mode)) = &nv {

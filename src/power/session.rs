@@ -62,6 +62,20 @@ pub struct PowerSession {
 }
 
 impl PowerSession {
+    /// What [`PowerSession::start`] would refuse as a configuration mistake, found without
+    /// writing anything: on a Jetson, the nvpmodel mode `[power] nvpmodel` names and the profile
+    /// planned against the board's files and modes as they are now (a mode switch changes them,
+    /// and `start` plans again after it); elsewhere, the profile planned as `start` plans it.
+    /// `jetdetect check` calls it.
+    pub fn check(config: &PowerConfig) -> Result<(), PowerError> {
+        let discovered = Discovered::scan(&config.root);
+        if !Board::detect(&config.root).is_jetson() {
+            return plan(config, &discovered, &ModeContext::default()).map(drop);
+        }
+        super::apply::wanted_mode(config)?;
+        plan(config, &discovered, &ModeContext::read(&config.root)).map(drop)
+    }
+
     /// Detects the board, restores a stale state file, and applies the profile inside the
     /// nvpmodel mode ([`super::apply`]). A profile that cannot be planned is always an error; what
     /// the system refuses is an error only with `[power] on_failure = "exit"`.

@@ -81,6 +81,8 @@ fn cases() -> Vec<Case> {
         c("names-missing", "a class-names file that is not there", base("").replace("names = \"{N}\"", "names = \"{D}/nope.names\""), "[model] names: '"),
         c("names-count", "class names that do not fit the model", base("[engine]\nkind = \"tract\"\n").replace("names = \"{N}\"", "names = \"{D}/two.names\""), "lists 2 class names but the model (tract"),
         c("int8-json", "an INT8 table that is not TensorRT's", base("[engine.tensorrt]\nprecision = \"int8\"\nint8_calibration_table = \"{D}/calibration.json\"\n"), "[engine.tensorrt] int8_calibration_table: "),
+        // The board.
+        c("nvpmodel-mode", "an nvpmodel mode the board does not have", base("[power]\nroot = \"{R}/tests/fixtures/jetson/agx-orin-jp6\"\nnvpmodel = \"MODE_99W\"\nstate_file = \"{D}/clocks.json\"\n"), "0 (MAXN), 1 (MODE_15W), 2 (MODE_30W), 3 (MODE_50W)"),
         // The hazard layer and the outputs.
         c("hazard-class", "a [hazards.classes] name the model lacks", base(&HAZARDS.replace("box =", "boxx =")), "[hazards.classes] boxx: not a class of this model"),
         c("mavlink-port", "a MAVLink address with no port", base(&format!("{HAZARDS}[output.mavlink]\nurl = \"udpout:127.0.0.1\"\nautopilot = \"px4\"\n")), "[output.mavlink] url: \"udpout:127.0.0.1\": give udpout:HOST:PORT"),
