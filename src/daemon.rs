@@ -93,17 +93,33 @@ pub fn detector(config: &Config) -> Result<Detector> {
 }
 
 /// A model that cannot be what the config says (not a model, not a detector, names that do not
-/// fit) as an error at its `[model]` key's line; other errors (a library, a GPU) as they are.
+/// fit) as an error at its `[model]` key's line, and an `[engine] library` that cannot be loaded
+/// at that key's; other errors (a provider, a GPU) as they are.
 fn at_model_key(config: &Config, e: Error) -> Error {
     use crate::engine::EngineError;
+    let text = e.to_string();
+    // The engine's own errors say "model" for the library and the providers too: only those
+    // about the model file (which they name) are the model's.
+    let names_model = text.contains(&config.model.path.display().to_string());
+    let library = &config.engine.library;
+    if matches!(e, Error::Engine(_))
+        && !library.as_os_str().is_empty()
+        && text.contains(&library.display().to_string())
+    {
+        let text = text.strip_prefix("model error: ").unwrap_or(&text);
+        return Error::Config(config.origin.error("engine", "library", format!("[engine] library: {text}")));
+    }
     let key = match &e {
-        Error::Engine(EngineError::Model(_) | EngineError::Read { .. } | EngineError::Tract { .. }) => "path",
+        Error::Engine(EngineError::Model(_) | EngineError::Read { .. } | EngineError::Tract { .. })
+            if names_model =>
+        {
+            "path"
+        }
         Error::Layout { .. } => "path",
         Error::ClassCount { .. } | Error::Names(_) if config.model.names.is_some() => "names",
         Error::ClassCount { .. } | Error::Names(_) => "path",
         _ => return e,
     };
-    let text = e.to_string();
     let text = text.strip_prefix("model error: ").unwrap_or(&text);
     Error::Config(config.origin.error("model", key, format!("[model] {key}: {text}")))
 }

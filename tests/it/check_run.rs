@@ -80,6 +80,7 @@ fn cases() -> Vec<Case> {
         c("model-classifier", "a model that is not a detector", model("{R}/tests/fixtures/models/not_yolo.onnx").replace("[output]", "[engine]\nkind = \"tract\"\n[output]"), "[model] path: tract"),
         c("names-missing", "a class-names file that is not there", base("").replace("names = \"{N}\"", "names = \"{D}/nope.names\""), "[model] names: '"),
         c("names-count", "class names that do not fit the model", base("[engine]\nkind = \"tract\"\n").replace("names = \"{N}\"", "names = \"{D}/two.names\""), "lists 2 class names but the model (tract"),
+        c("ort-library", "an ONNX Runtime library that is not there", base("[engine]\nkind = \"onnxruntime\"\nlibrary = \"{D}/nope/libonnxruntime.so\"\n"), "[engine] library: "),
         c("int8-json", "an INT8 table that is not TensorRT's", base("[engine.tensorrt]\nprecision = \"int8\"\nint8_calibration_table = \"{D}/calibration.json\"\n"), "[engine.tensorrt] int8_calibration_table: "),
         // The board.
         c("nvpmodel-mode", "an nvpmodel mode the board does not have", base("[power]\nroot = \"{R}/tests/fixtures/jetson/agx-orin-jp6\"\nnvpmodel = \"MODE_99W\"\nstate_file = \"{D}/clocks.json\"\n"), "0 (MAXN), 1 (MODE_15W), 2 (MODE_30W), 3 (MODE_50W)"),
