@@ -19,9 +19,11 @@ const DT_NEEDED: u64 = 1;
 /// The `DT_NEEDED` names of the ELF64 little-endian shared library `bytes` (empty for anything
 /// else, or a file too short or inconsistent to read).
 pub fn needed(bytes: &[u8]) -> Vec<String> {
-    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
-    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+    // Offsets come from the file: a field past the end (or past usize) is `None`, never a panic.
+    let field = |o: usize, n: usize| bytes.get(o..o.checked_add(n)?);
+    let u16_at = |o: usize| field(o, 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| field(o, 4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
+    let u64_at = |o: usize| field(o, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
     // ELF magic, 64-bit (class 2), little-endian (data 1).
     if bytes.get(0..6) != Some(b"\x7fELF\x02\x01") {
         return Vec::new();
@@ -32,7 +34,13 @@ pub fn needed(bytes: &[u8]) -> Vec<String> {
     let section = |i: usize| {
         let at = (shoff as usize).checked_add(i.checked_mul(shentsize as usize)?)?;
         // sh_type, sh_offset, sh_size, sh_link.
-        Some((u32_at(at + 4)?, u64_at(at + 0x18)? as usize, u64_at(at + 0x20)? as usize, u32_at(at + 0x28)?))
+        let at_plus = |n: usize| at.checked_add(n);
+        Some((
+            u32_at(at_plus(4)?)?,
+            u64_at(at_plus(0x18)?)? as usize,
+            u64_at(at_plus(0x20)?)? as usize,
+            u32_at(at_plus(0x28)?)?,
+        ))
     };
     let mut out = Vec::new();
     for i in 0..shnum as usize {
@@ -43,7 +51,9 @@ pub fn needed(bytes: &[u8]) -> Vec<String> {
         let Some((_, str_offset, str_size, _)) = section(link as usize) else { break };
         let Some(strings) = bytes.get(str_offset..str_offset.saturating_add(str_size)) else { break };
         for entry in (offset..offset.saturating_add(size)).step_by(16) {
-            let (Some(tag), Some(value)) = (u64_at(entry), u64_at(entry + 8)) else { break };
+            let (Some(tag), Some(value)) = (u64_at(entry), entry.checked_add(8).and_then(u64_at)) else {
+                break;
+            };
             if tag == 0 {
                 break;
             }
@@ -98,5 +108,12 @@ mod tests {
         assert!(why.contains("libjetdetect-not-there.so.7") && why.contains("No such file"), "{why}");
         assert_eq!(needed(b"not an ELF file"), Vec::<String>::new());
         assert_eq!(needed(b"\x7fELF\x02\x01\x01"), Vec::<String>::new());
+        // Section headers at the very end of the address space: nothing read, no overflow.
+        let mut elf = b"\x7fELF\x02\x01".to_vec();
+        elf.resize(0x40, 0);
+        elf[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
+        elf[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        elf[0x3c..0x3e].copy_from_slice(&4u16.to_le_bytes());
+        assert_eq!(needed(&elf), Vec::<String>::new());
     }
 }
