@@ -9,7 +9,7 @@ fn find_key(text: &str, key: &str, mut in_table: impl FnMut(&str) -> bool) -> Op
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.starts_with('[') {
-            inside = in_table(t.trim_start_matches('[').trim_end_matches(']').trim());
+            inside = in_table(table_name(t));
             continue;
         }
         if inside && t.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')) {
@@ -52,11 +52,10 @@ pub(super) fn locate_entry(
 pub(super) fn key_at(text: &str, offset: usize) -> (String, Option<String>) {
     let offset = offset.min(text.len());
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let before: Vec<&str> = text[..line_start].lines().collect();
     let this = text[line_start..].lines().next().unwrap_or("");
     let mut key = None;
     let mut header = None;
-    for line in std::iter::once(this).chain(before.iter().rev().copied()) {
+    for line in std::iter::once(this).chain(text[..line_start].lines().rev()) {
         let t = line.trim();
         if t.starts_with('[') {
             header = Some(t);
@@ -73,19 +72,21 @@ pub(super) fn key_at(text: &str, offset: usize) -> (String, Option<String>) {
     let table = match header {
         None => String::new(),
         Some(h) if h.starts_with("[[") => {
-            let name = h.trim_start_matches('[').trim_end_matches(']').trim();
+            let name = table_name(h);
             let n = text[..line_start + this.len()]
                 .lines()
-                .filter(|l| {
-                    l.trim().starts_with("[[")
-                        && l.trim().trim_start_matches('[').trim_end_matches(']').trim() == name
-                })
+                .filter(|l| l.trim().starts_with("[[") && table_name(l.trim()) == name)
                 .count();
             format!("[[{name}]] #{n}")
         }
-        Some(h) => h.trim_start_matches('[').trim_end_matches(']').trim().to_string(),
+        Some(h) => table_name(h).to_string(),
     };
     (table, key)
+}
+
+/// The table a trimmed header line (`[name]` or `[[name]]`) opens.
+fn table_name(header: &str) -> &str {
+    header.trim_start_matches('[').trim_end_matches(']').trim()
 }
 
 /// The key of a `key = value` line (bare or quoted, possibly dotted).

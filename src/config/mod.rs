@@ -33,18 +33,22 @@ use crate::yolo::DetectConfig;
 /// A rule across sections that does not hold: `(section, key, message)`.
 type Problem = (&'static str, &'static str, String);
 
-/// The error for `key` of `[section]`, at its line in `text`. A dotted key is in a sub-table,
-/// its own TOML section: `tracking.high_score` of [hazards] is `[hazards.tracking] high_score`.
+/// The error for `key` of `[section]`, at its line in `text`: `[section] key: message`.
 fn located(text: &str, path: &Path, section: &str, key: &str, message: String) -> ConfigError {
+    let (section, key, line) = place(text, section, key);
+    ConfigError { file: path.to_path_buf(), line, message: format!("[{section}] {key}: {message}") }
+}
+
+/// The table and key `key` of `[section]` is written as, and its line in `text`. A dotted key
+/// is in a sub-table, its own TOML section: `tracking.high_score` of [hazards] is
+/// `[hazards.tracking] high_score`.
+fn place<'k>(text: &str, section: &str, key: &'k str) -> (String, &'k str, Option<usize>) {
     let (section, key) = match key.split_once('.') {
         Some((table, k)) => (format!("{section}.{table}"), k),
         None => (section.to_string(), key),
     };
-    ConfigError {
-        file: path.to_path_buf(),
-        line: locate(text, &section, key),
-        message: format!("[{section}] {key}: {message}"),
-    }
+    let line = locate(text, &section, key);
+    (section, key, line)
 }
 
 /// The whole configuration.
@@ -99,11 +103,8 @@ impl Origin {
     /// The error for `key` of `[section]` (a dotted key is in a sub-table) at its line, with
     /// `message` as it is: the file, the line, and the message.
     pub fn error(&self, section: &str, key: &str, message: String) -> ConfigError {
-        let (section, key) = match key.split_once('.') {
-            Some((table, k)) => (format!("{section}.{table}"), k),
-            None => (section.to_string(), key),
-        };
-        ConfigError { file: self.path.clone(), line: locate(&self.text, &section, key), message }
+        let (_, _, line) = place(&self.text, section, key);
+        ConfigError { file: self.path.clone(), line, message }
     }
 }
 
