@@ -11,7 +11,7 @@
 //! know are allowed (a newer ONNX may add some).
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// `[model] max_mib`'s default: 1 GiB. The largest ultralytics detection export (YOLOv8x,
@@ -51,9 +51,9 @@ pub fn check(path: &Path, max_bytes: u64) -> Result<u64, String> {
         ));
     }
     let mut r = BufReader::with_capacity(64 << 10, file);
-    let mut head = [0u8; 16];
-    let n = read_up_to(&mut r, &mut head).map_err(|e| format!("{name}: cannot read the model: {e}"))?;
-    if let Some(what) = other_format(&head[..n]) {
+    // The first bytes, as the reader holds them (not consumed): what the file is, if not ONNX.
+    let first = r.fill_buf().map_err(|e| format!("{name}: cannot read the model: {e}"))?;
+    if let Some(what) = other_format(&first[..first.len().min(16)]) {
         return Err(format!("{name}: {what}, not an ONNX model"));
     }
     let not_onnx = |why: String| {
@@ -62,7 +62,7 @@ pub fn check(path: &Path, max_bytes: u64) -> Result<u64, String> {
              `yolo export model=best.pt format=onnx`"
         )
     };
-    let mut walk = Walk { r, head: head[..n].to_vec(), at: 0, len };
+    let mut walk = Walk { r, at: 0, len };
     let (mut graph, mut ir_version, mut fields) = (false, false, 0u32);
     while walk.at < len {
         fields += 1;
@@ -143,10 +143,9 @@ fn other_format(head: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// The top-level walk: the first bytes already read, then the buffered file.
+/// The top-level walk over the buffered file.
 struct Walk {
     r: BufReader<File>,
-    head: Vec<u8>,
     /// The offset of the next byte.
     at: u64,
     len: u64,
@@ -157,16 +156,10 @@ impl Walk {
         if self.at >= self.len {
             return Ok(None);
         }
-        let b = match self.head.get(self.at as usize) {
-            Some(&b) => b,
-            None => {
-                let mut one = [0u8];
-                self.r.read_exact(&mut one)?;
-                one[0]
-            }
-        };
+        let mut one = [0u8];
+        self.r.read_exact(&mut one)?;
         self.at += 1;
-        Ok(Some(b))
+        Ok(Some(one[0]))
     }
 
     /// A protobuf varint (at most 10 bytes).
@@ -183,27 +176,10 @@ impl Walk {
     }
 
     fn skip(&mut self, n: u64) -> std::io::Result<()> {
-        let in_head = (self.head.len() as u64).saturating_sub(self.at).min(n);
-        self.at += in_head;
-        let rest = n - in_head;
-        if rest > 0 {
-            self.r.seek_relative(rest as i64)?;
-            self.at += rest;
-        }
+        self.r.seek_relative(n as i64)?;
+        self.at += n;
         Ok(())
     }
-}
-
-/// Reads up to `buf.len()` bytes (fewer only at the end of the file).
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
 }
 
 #[cfg(test)]
