@@ -219,8 +219,7 @@ impl Sources {
         }
         // A GStreamer source's URI is not checked as a URI query here (a `gst://` pipeline is
         // not one): `check_uris` builds its pipeline.
-        let scheme = s.uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-        if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
+        if crate::source::through_gstreamer(&s.uri) {
             if !s.controls.is_empty() {
                 return Err((
                     None,

@@ -149,8 +149,7 @@ impl Default for Reopen {
 /// the GStreamer pipeline as it will be built (every key and value checked, a credentials file
 /// read). `check` and `run` both call it, through the config.
 pub fn check(uri: &str, controls: &BTreeMap<String, i64>) -> Result<(), SourceError> {
-    let scheme = uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-    if matches!(scheme.as_deref(), Some("gst" | "csi" | "rtsp")) {
+    if through_gstreamer(uri) {
         let platform = gst::Platform::detect(std::path::Path::new("/"));
         return gst::pipeline::build(uri, platform).map(|_| ());
     }
@@ -162,6 +161,13 @@ pub fn check(uri: &str, controls: &BTreeMap<String, i64>) -> Result<(), SourceEr
         "v4l2" => v4l2::V4l2Source::configure(&parsed, controls).map(drop),
         other => Err(unknown_scheme(uri, other)),
     }
+}
+
+/// Whether `uri` is opened through GStreamer (`gst://`, `csi://`, `rtsp://`, any case): a
+/// `gst://` text is a pipeline, not a URI with a query.
+pub fn through_gstreamer(uri: &str) -> bool {
+    uri.split_once("://")
+        .is_some_and(|(s, _)| ["gst", "csi", "rtsp"].iter().any(|g| s.eq_ignore_ascii_case(g)))
 }
 
 /// `[source.controls]` are V4L2 controls.

@@ -74,12 +74,8 @@ impl Content {
     }
 }
 
-fn reply(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
-    Reply::new(status, content_type, body)
-}
-
 fn text(status: u16, body: impl Into<String>) -> Reply {
-    reply(status, "text/plain; charset=utf-8", body.into())
+    Reply::new(status, "text/plain; charset=utf-8", body.into())
 }
 
 /// The value of `key` in a query string (`a=1&b=2`), percent-decoded (as written when it does
@@ -217,7 +213,7 @@ fn route(req: &Head, path: &str, q: &str, c: &Content) -> Reply {
 fn answer(path: &str, q: &str, c: &Content) -> Reply {
     let locked = |m: &Mutex<String>| m.lock().map(|t| t.clone()).unwrap_or_default();
     if path == "/metrics" {
-        return reply(200, "text/plain; version=0.0.4", locked(&c.metrics));
+        return Reply::new(200, "text/plain; version=0.0.4", locked(&c.metrics));
     }
     let Some(view) = &c.view else {
         return text(404, "try GET /metrics (the live view is off: [view] enabled = true turns it on)\n");
@@ -229,16 +225,16 @@ fn answer(path: &str, q: &str, c: &Content) -> Reply {
         })
     };
     match path {
-        "/" | "/index.html" => reply(200, "text/html; charset=utf-8", PAGE)
+        "/" | "/index.html" => Reply::new(200, "text/html; charset=utf-8", PAGE)
             .with(
                 "Content-Security-Policy",
                 "default-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'",
             )
             .with("X-Frame-Options", "DENY"),
-        "/view.js" => reply(200, "text/javascript; charset=utf-8", SCRIPT),
-        "/view.css" => reply(200, "text/css; charset=utf-8", STYLE),
-        "/favicon.svg" => reply(200, "image/svg+xml", ICON),
-        "/status.json" => reply(200, "application/json", locked(&c.status)),
+        "/view.js" => Reply::new(200, "text/javascript; charset=utf-8", SCRIPT),
+        "/view.css" => Reply::new(200, "text/css; charset=utf-8", STYLE),
+        "/favicon.svg" => Reply::new(200, "image/svg+xml", ICON),
+        "/status.json" => Reply::new(200, "application/json", locked(&c.status)),
         "/picture.json" => {
             let cam = match camera(view) {
                 Ok(c) => c,
@@ -252,14 +248,14 @@ fn answer(path: &str, q: &str, c: &Content) -> Reply {
                 None => view.wait_for(cam, Instant::now(), |p| p.id > after),
             };
             match wait {
-                Some(p) => reply(200, "application/json", p.meta.clone()),
-                None => reply(204, "application/json", ""),
+                Some(p) => Reply::new(200, "application/json", p.meta.clone()),
+                None => Reply::new(204, "application/json", ""),
             }
         }
         p if p.starts_with("/picture/") && p.ends_with(".jpg") => {
             let id = p["/picture/".len()..p.len() - 4].parse::<u64>().ok();
             match id.and_then(|id| view.picture(id)) {
-                Some(p) => reply(200, "image/jpeg", p.jpeg.clone()),
+                Some(p) => Reply::new(200, "image/jpeg", p.jpeg.clone()),
                 None => text(404, "that picture is no longer kept: ask /picture.json for the newest\n"),
             }
         }
@@ -278,7 +274,7 @@ fn answer(path: &str, q: &str, c: &Content) -> Reply {
             match view.wait_for(cam, asked + SNAPSHOT_WAIT, fresh) {
                 Some(p) => {
                     let body = if raw { p.raw.clone().unwrap_or_default() } else { p.jpeg.clone() };
-                    reply(200, "image/jpeg", body)
+                    Reply::new(200, "image/jpeg", body)
                 }
                 None => text(
                     503,
