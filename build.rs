@@ -7,10 +7,11 @@
 //! and fails naming what is missing if it is not there after all. The table of suites and what
 //! each needs is in docs/reliability.md.
 //!
-//! The probe reruns when this file, a `JETDETECT_REQUIRE_*` switch, `ORT_DYLIB_PATH` or `CHROMIUM`
-//! changes, or when a directory on `PATH` changes (a package installed there): not on every build,
-//! which would rebuild the crate each time. After putting a library under `target/ort` by hand,
-//! `touch build.rs` (or set `ORT_DYLIB_PATH`) to have its tests run.
+//! The probe reruns when this file, a `JETDETECT_REQUIRE_*` switch, `ORT_DYLIB_PATH`,
+//! `JETDETECT_MOTMETRICS` or `CHROMIUM` changes, or when a directory on `PATH` changes (a package
+//! installed there): not on every build, which would rebuild the crate each time. After putting a library under `target/ort` (or
+//! py-motmetrics under `target/motmetrics`) by hand, `touch build.rs` (or set `ORT_DYLIB_PATH`,
+//! `JETDETECT_MOTMETRICS`) to have its tests run.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,11 @@ use std::process::{Command, Stdio};
 #[allow(dead_code)] // the tests' `library()`
 mod ort;
 
+/// Where the tests look for py-motmetrics (`JETDETECT_MOTMETRICS`, or `target/motmetrics`).
+#[path = "tests/common/motmetrics.rs"]
+#[allow(dead_code)] // the tests' `path()`, `score()`, `data()`
+mod motmetrics;
+
 /// One requirement: its `cfg` name, its `JETDETECT_REQUIRE_*` switch and whether it is here.
 struct Requirement {
     cfg: &'static str,
@@ -30,7 +36,7 @@ struct Requirement {
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    for var in ["ORT_DYLIB_PATH", "CHROMIUM"] {
+    for var in ["ORT_DYLIB_PATH", "CHROMIUM", "JETDETECT_MOTMETRICS"] {
         println!("cargo::rerun-if-env-changed={var}");
     }
     let path_dirs: Vec<PathBuf> = env::var_os("PATH")
@@ -91,6 +97,11 @@ fn main() {
             cfg: "jetdetect_has_fuse",
             switch: "JETDETECT_REQUIRE_FUSE",
             present: root && Path::new("/dev/fuse").exists(),
+        },
+        Requirement {
+            cfg: "jetdetect_has_motmetrics",
+            switch: "JETDETECT_REQUIRE_MOTMETRICS",
+            present: motmetrics::find().is_some() && on_path("python3"),
         },
         Requirement {
             cfg: "jetdetect_has_python3",

@@ -94,6 +94,9 @@ pub enum Error {
         /// The source.
         uri: String,
     },
+    /// `jetdetect eval --tracks`: a MOTChallenge file that cannot be read.
+    #[error(transparent)]
+    Mot(#[from] crate::eval::mot::MotError),
     /// `jetdetect eval --hazards` on a source whose truth has no object closing in.
     #[error(
         "{uri}: no object of the source's ground truth closes in, so there is no time to contact to score: \

@@ -1,11 +1,15 @@
 //! `jetdetect eval`: a model scored against a synthetic source's ground truth ([`eval::score`]),
-//! or with `--hazards` the hazard layer on top of it ([`eval::score_hazards`]).
+//! with `--hazards` the hazard layer on top of it ([`eval::score_hazards`]), or with `--tracks`
+//! the tracker alone over MOTChallenge files ([`eval::score_tracks`]): boxes of real footage
+//! in, scored against its labels.
 
 use serde_json::json;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use jetdetect::config::Config;
 use jetdetect::eval::hazards::HazardScore;
+use jetdetect::eval::mot::{self, SeqInfo};
 use jetdetect::eval::recorded::Boxes;
 use jetdetect::{eval, Error};
 
@@ -39,9 +43,31 @@ pub struct Args {
     #[arg(long)]
     hazards: bool,
     /// With --hazards: the source's frame rate, which turns frame numbers into time (frames
-    /// are scored as fast as the machine goes, each taken at frame / fps seconds).
-    #[arg(long, default_value_t = 30.0, value_parser = positive)]
-    fps: f64,
+    /// are scored as fast as the machine goes, each taken at frame / fps seconds) [default: 30].
+    /// With --tracks: the sequence's [default: seqinfo.ini's frameRate].
+    #[arg(long, value_parser = positive)]
+    fps: Option<f64>,
+    /// Score the tracker ([hazards.tracking] of the config, or its defaults) over MOTChallenge
+    /// files: the boxes of --det in, the objects of --gt to score against (MOTA, IDF1, identity
+    /// switches, as py-motmetrics computes them). No model is run.
+    #[arg(long, conflicts_with_all = ["hazards", "source", "frames"], requires_all = ["det", "gt"])]
+    tracks: bool,
+    /// With --tracks: the boxes, MOTChallenge lines (frame,id,left,top,width,height,score,...;
+    /// det/det.txt of a sequence, a detector's output, or a tracker's results, whose ids are dropped).
+    #[arg(long, value_name = "FILE", requires = "tracks")]
+    det: Option<PathBuf>,
+    /// With --tracks: the truth, MOTChallenge lines (frame,id,left,top,width,height,flag,...;
+    /// gt/gt.txt of a sequence, or a CVAT "MOT 1.1" export). Lines flagged 0 are left out.
+    #[arg(long, value_name = "FILE", requires = "tracks")]
+    gt: Option<PathBuf>,
+    /// With --tracks: the frames' size, WIDTHxHEIGHT [default: seqinfo.ini's imWidth x imHeight,
+    /// beside the truth as in a MOTChallenge sequence].
+    #[arg(long, value_name = "WxH", value_parser = frame_size, requires = "tracks")]
+    size: Option<(u32, u32)>,
+    /// With --tracks: also write the tracks to FILE, MOTChallenge lines (for py-motmetrics or
+    /// any other scorer).
+    #[arg(long, value_name = "FILE", requires = "tracks")]
+    save_tracks: Option<PathBuf>,
     /// With --hazards: also write the model's detections to FILE (JSON lines), for --detections.
     #[arg(long, value_name = "FILE", requires = "hazards", conflicts_with = "detections")]
     save_detections: Option<PathBuf>,
@@ -59,10 +85,28 @@ fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
+fn frame_size(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("'{s}' is not a frame size: give WIDTHxHEIGHT in pixels, e.g. 640x480");
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    match (w.trim().parse::<u32>(), h.trim().parse::<u32>()) {
+        (Ok(w), Ok(h)) if w > 0 && h > 0 => Ok((w, h)),
+        _ => Err(bad()),
+    }
+}
+
 /// Prints one JSON line: counts, precision, recall and mean stage times; with `--hazards`,
-/// the hazard scores and whether they meet the targets.
+/// the hazard scores and whether they meet the targets; with `--tracks`, the tracking scores.
 pub fn run(args: Args) -> Result<bool, Error> {
+    if args.tracks {
+        // The tracker needs no model: a config only for its [hazards] thresholds.
+        let config = match args.model.config {
+            Some(_) => args.model.resolve()?,
+            None => Config::defaults_with(|_| Ok::<(), Error>(()))?,
+        };
+        return tracks(&args, &config);
+    }
     let config = args.model.resolve()?;
+    let fps = args.fps.unwrap_or(30.0);
     if args.hazards {
         let source = args.source.as_deref().unwrap_or(HAZARD_SOURCE);
         let frames = args.frames.unwrap_or(18_000);
@@ -71,7 +115,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
             (None, Some(path)) => Boxes::Replay(path),
             (None, None) => Boxes::Model,
         };
-        let s = eval::score_hazards(&config, source, frames, args.fps, args.match_iou, &boxes)?;
+        let s = eval::score_hazards(&config, source, frames, fps, args.match_iou, &boxes)?;
         println!("{}", hazards_json(source, &s));
         return Ok(true);
     }
@@ -87,6 +131,74 @@ pub fn run(args: Args) -> Result<bool, Error> {
         })
     );
     Ok(true)
+}
+
+/// `--tracks`: the tracker over `--det`, scored against `--gt`.
+fn tracks(args: &Args, config: &Config) -> Result<bool, Error> {
+    let (det, gt) =
+        (args.det.as_deref().expect("clap requires --det"), args.gt.as_deref().expect("and --gt"));
+    let detections = mot::read(det, mot::Kind::Detections)?;
+    let truth = mot::read(gt, mot::Kind::Truth)?;
+    let info_path = SeqInfo::beside(gt);
+    let info = match &info_path {
+        Some(p) => SeqInfo::read(p).map_err(|e| Error::io(format!("{}: cannot read", p.display()), e))?,
+        None => SeqInfo::default(),
+    };
+    let missing = |what: &str, flag: &str, key: &str| {
+        let looked = match &info_path {
+            Some(p) => format!("{} has no {key}", p.display()),
+            None => format!("no seqinfo.ini beside {} or in its parent folder", gt.display()),
+        };
+        Error::Command(format!("--tracks needs the frames' {what}: give {flag} ({looked})"))
+    };
+    let size =
+        args.size.or(info.size).ok_or_else(|| missing("size", "--size WIDTHxHEIGHT", "imWidth/imHeight"))?;
+    let fps = args.fps.or(info.fps).ok_or_else(|| missing("rate", "--fps", "frameRate"))?;
+    let run = match &args.save_tracks {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| Error::io(format!("{}: cannot create", path.display()), e))?;
+            let mut w = mot::Writer::new(std::io::BufWriter::new(file));
+            let write_error = |e| Error::io(format!("{}: cannot write", path.display()), e);
+            let run = eval::score_tracks(
+                &config.hazards,
+                &detections,
+                &truth,
+                size,
+                fps,
+                args.match_iou,
+                Some(&mut w),
+            )
+            .map_err(write_error)?;
+            w.finish().map_err(write_error)?;
+            run
+        }
+        None => eval::score_tracks::<std::io::Sink>(
+            &config.hazards,
+            &detections,
+            &truth,
+            size,
+            fps,
+            args.match_iou,
+            None,
+        )
+        .map_err(|e| Error::io("tracking", e))?,
+    };
+    println!("{}", tracks_json(det, gt, size, fps, &run));
+    Ok(true)
+}
+
+/// The `--tracks` line: MOTA, IDF1 and switches at 4 decimals, and the counts behind them
+/// under py-motmetrics' names.
+fn tracks_json(det: &Path, gt: &Path, size: (u32, u32), fps: f64, run: &eval::TrackRun) -> serde_json::Value {
+    let t = &run.score;
+    json!({
+        "detections": det.display().to_string(), "truth": gt.display().to_string(),
+        "size": [size.0, size.1], "fps": fps, "frames": run.frames, "boxes": run.detections,
+        "mota": r4(t.mota()), "idf1": r4(t.idf1()), "num_switches": t.id_switches,
+        "num_objects": t.objects, "num_predictions": t.tracked, "num_matches": t.matches - t.id_switches,
+        "num_misses": t.misses, "num_false_positives": t.false_positives, "idtp": t.idtp,
+    })
 }
 
 /// Rounds to 4 decimals for printing.

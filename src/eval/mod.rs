@@ -1,6 +1,7 @@
 //! Scoring detections against ground truth (precision and recall at an IoU); [`tracking`]
 //! scores tracks (MOTA, identity switches, IDF1), [`hazards`] the hazard layer (tracking, time
-//! to contact, danger alarms; [`score_hazards`]).
+//! to contact, danger alarms; [`score_hazards`]), and [`score_tracks`] the tracker on boxes and
+//! truth from MOTChallenge files ([`mot`]): real footage, labelled elsewhere.
 //!
 //! Used by the tests on the synthetic source and by `jetdetect eval` ([`score`]). Matching
 //! is greedy by score, one detection per object, same class, IoU at or above
@@ -9,6 +10,7 @@
 //! missing them is not a false negative.
 
 pub mod hazards;
+pub mod mot;
 pub mod recorded;
 pub mod tracking;
 
@@ -114,6 +116,58 @@ pub fn score_hazards(
         return Err(Error::NothingClosingIn { uri: uri.to_string() });
     }
     Ok(score)
+}
+
+/// What [`score_tracks`] measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TrackRun {
+    /// Frames run through the tracker (1 to the last frame of either file).
+    pub frames: u64,
+    /// Detections fed to it.
+    pub detections: u64,
+    /// The scores against the truth.
+    pub score: tracking::TrackingScore,
+}
+
+/// Runs the tracker of `[hazards]` (`tracking`, and the time-to-contact window its lost tracks
+/// grow by) over the boxes of `detections`, frame `n` captured at `(n - 1) / fps` seconds in
+/// `size` pictures, and scores the tracks against `truth` at `match_iou` as py-motmetrics does
+/// ([`tracking::TrackingScorer`]). Each frame's tracked boxes (the detections given a track,
+/// with its number) go to `save` when given.
+pub fn score_tracks<W: std::io::Write>(
+    config: &crate::hazard::HazardsConfig,
+    detections: &mot::MotFile,
+    truth: &mot::MotFile,
+    size: (u32, u32),
+    fps: f64,
+    match_iou: f32,
+    mut save: Option<&mut mot::Writer<W>>,
+) -> std::io::Result<TrackRun> {
+    let mut tracker = crate::hazard::Tracker::new(config.tracking.clone())
+        .with_ttc(config.ttc_window_s, config.min_confidence);
+    tracker.set_frame(size.0, size.1);
+    let mut scorer = tracking::TrackingScorer::new(match_iou, 0.5);
+    let (mut dets, mut objects, mut tracked) = (Vec::new(), Vec::new(), Vec::new());
+    let mut run = TrackRun::default();
+    for frame in 1..=detections.last_frame().max(truth.last_frame()) {
+        detections.detections(frame, &mut dets);
+        truth.truth(frame, &mut objects);
+        tracker.update(&dets, (frame - 1) as f64 / fps);
+        tracked.clear();
+        for (d, &id) in dets.iter().zip(&tracker.track_of) {
+            if id != 0 {
+                tracked.push((id, d.corners()));
+                if let Some(w) = save.as_mut() {
+                    w.row(frame, id, d.corners())?;
+                }
+            }
+        }
+        scorer.frame(&objects, &tracked);
+        run.frames += 1;
+        run.detections += dets.len() as u64;
+    }
+    run.score = scorer.finish();
+    Ok(run)
 }
 
 /// `part / whole`, or `if_none` when `whole` is 0 (nothing to count): the one rule behind every

@@ -3,12 +3,18 @@
 //!
 //! - **CLEAR MOT** (Bernardin and Stiefelhagen, 2008): per frame, a ground-truth object keeps
 //!   the track it was matched to last while their boxes still overlap at the IoU threshold; the
-//!   rest are matched at the least total `1 - IoU`. A match whose track differs from the
-//!   object's previous one is an identity switch. MOTA = 1 - (misses + false positives +
-//!   switches) / objects.
+//!   rest are matched as many as can be, and of those matchings at the least total `1 - IoU`.
+//!   A match whose track differs from the object's previous one is an identity switch.
+//!   MOTA = 1 - (misses + false positives + switches) / objects.
 //! - **IDF1** (Ristani et al., 2016): each object is given at most one track for the whole
 //!   sequence, the one-to-one pairing that maximises the frames in which the two overlap at the
 //!   threshold (IDTP); IDF1 = 2 IDTP / (objects' frames + tracks' frames).
+//!
+//! Both are computed as py-motmetrics computes them (`MOTAccumulator.update`: kept matches,
+//! then `linear_sum_assignment` with the pairs under the threshold priced out, so the most
+//! pairs win before the least cost; `id_global_assignment` for IDF1; IoU in double precision,
+//! a pair counting where `1 - IoU <= 1 - threshold`): `jetdetect eval --tracks` on the
+//! sequences py-motmetrics ships gives its numbers, which the tests check (`tests/it/mot.rs`).
 //!
 //! Objects mostly hidden behind others (visible fraction below `min_visible`) are "don't care",
 //! as in [`super::match_frame`]: a track on one is neither a hit nor a false positive, and
@@ -17,8 +23,20 @@
 use std::collections::HashMap;
 
 use crate::frame::GroundTruth;
-use crate::geometry::iou;
 use crate::hazard::assign::Assignment;
+
+/// The IoU of `a` and `b` (`[x1, y1, x2, y2]`) in double precision, as py-motmetrics'
+/// `boxiou` computes it: a box's extent below 0 counts as 0.
+fn iou64(a: [f32; 4], b: [f32; 4]) -> f64 {
+    let [a, b] = [a, b].map(|v| v.map(f64::from));
+    let (iw, ih) = ((a[2].min(b[2]) - a[0].max(b[0])).max(0.0), (a[3].min(b[3]) - a[1].max(b[1])).max(0.0));
+    let inter = iw * ih;
+    if inter == 0.0 {
+        return 0.0;
+    }
+    let area = |v: [f64; 4]| (v[2] - v[0]).max(0.0) * (v[3] - v[1]).max(0.0);
+    inter / (area(a) + area(b) - inter)
+}
 
 /// A tracked box: its track id and corners `[x1, y1, x2, y2]`.
 pub type TrackedBox = (u64, [f32; 4]);
@@ -87,26 +105,35 @@ impl TrackingScorer {
 
     /// Scores one frame: its ground truth (objects by `object`) and its tracked boxes.
     pub fn frame(&mut self, truth: &[GroundTruth], tracks: &[TrackedBox]) {
-        let t = self.iou;
-        let overlap = |g: &GroundTruth, b: &[f32; 4]| iou(*b, g.corners());
+        // A pair counts where `1 - IoU <= 1 - threshold`, py-motmetrics' test (`iou_matrix`).
+        let most = 1.0 - self.iou as f64;
+        let overlaps = |g: &GroundTruth, b: &[f32; 4]| 1.0 - iou64(*b, g.corners()) <= most;
         self.score.frames += 1;
         let mut object_of = vec![None::<usize>; tracks.len()];
         let mut track_of = vec![None::<usize>; truth.len()];
         // Matches kept from the last frame.
         for (k, g) in truth.iter().enumerate() {
             let Some(&prev) = self.last.get(&g.object) else { continue };
-            if let Some(i) = tracks.iter().position(|(id, b)| *id == prev && overlap(g, b) >= t) {
+            if let Some(i) = tracks.iter().position(|(id, b)| *id == prev && overlaps(g, b)) {
                 if object_of[i].is_none() {
                     object_of[i] = Some(k);
                     track_of[k] = Some(i);
                 }
             }
         }
-        // The rest at the least total 1 - IoU.
+        // The rest: as many pairs as can be, and of those the least total 1 - IoU. A pair under
+        // the threshold costs more than any whole matching of pairs over it (py-motmetrics'
+        // `add_expensive_edges`: 2 r c + 1 with costs within c), and is dropped.
         let free_g: Vec<usize> = (0..truth.len()).filter(|&k| track_of[k].is_none()).collect();
         let free_t: Vec<usize> = (0..tracks.len()).filter(|&i| object_of[i].is_none()).collect();
-        self.assignment.solve(free_g.len(), free_t.len(), 1.0 - t as f64 + 1e-9, |r, c| {
-            1.0 - overlap(&truth[free_g[r]], &tracks[free_t[c]].1) as f64
+        let priced_out = 2.0 * free_g.len().min(free_t.len()) as f64 * 2.0 + 1.0;
+        self.assignment.solve(free_g.len(), free_t.len(), priced_out, |r, c| {
+            let (g, b) = (&truth[free_g[r]], &tracks[free_t[c]].1);
+            if overlaps(g, b) {
+                1.0 - iou64(*b, g.corners())
+            } else {
+                priced_out
+            }
         });
         for &(r, c) in &self.assignment.pairs {
             object_of[free_t[c]] = Some(free_g[r]);
@@ -143,7 +170,7 @@ impl TrackingScorer {
                 Some(_) => {} // on a hidden object: don't care
             }
             // IDF1 counts every overlap at the threshold, not only the frame's matches.
-            for g in truth.iter().filter(|g| g.visible >= self.min_visible && overlap(g, b) >= t) {
+            for g in truth.iter().filter(|g| g.visible >= self.min_visible && overlaps(g, b)) {
                 *self.together.entry((g.object, *id)).or_default() += 1;
             }
         }

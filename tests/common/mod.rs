@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod checks;
+pub mod motmetrics;
 pub mod ort;
 
 use std::io::{BufReader, Read};

@@ -27,6 +27,7 @@ mod gstreamer;
 mod hazards;
 mod http;
 mod mavlink;
+mod mot;
 mod mqtt;
 mod onnxruntime;
 mod power;
