@@ -157,6 +157,33 @@ pub struct GroundTruth {
     /// it: what a detector can see of it (absent when it is all visible, or not at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shown: Option<[f32; 4]>,
+    /// For an obstacle a moving camera comes at: where it will be when the vehicle reaches it,
+    /// and whether the vehicle hits it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub course: Option<Course>,
+}
+
+/// Where an obstacle will be when a moving vehicle reaches it (the truth of an ego-motion scene).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Course {
+    /// Its centre's offset from the vehicle's path then, metres, positive to the right.
+    pub offset_m: f32,
+    /// Whether the vehicle hits it: the offset is under half the vehicle's width plus half the
+    /// obstacle's.
+    pub hit: bool,
+}
+
+/// The camera's attitude when a frame was taken, as a flight controller reports its own
+/// (MAVLink ATTITUDE): radians, roll right wing down, pitch nose up, yaw clockwise from north,
+/// all positive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Attitude {
+    /// Roll, radians.
+    pub roll: f64,
+    /// Pitch, radians.
+    pub pitch: f64,
+    /// Yaw (heading), radians.
+    pub yaw: f64,
 }
 
 impl GroundTruth {
@@ -194,6 +221,8 @@ pub struct Frame {
     pub label: String,
     /// Known true object positions (only synthetic sources know them; empty otherwise).
     pub truth: Vec<GroundTruth>,
+    /// The camera's true attitude, from a source that knows it (an ego-motion scene).
+    pub attitude: Option<Attitude>,
 }
 
 impl Frame {
@@ -209,6 +238,7 @@ impl Frame {
             captured_wall_ns: 0,
             label: String::new(),
             truth: Vec::new(),
+            attitude: None,
         }
     }
 

@@ -262,6 +262,7 @@ impl MotFile {
                 object: r.id as usize,
                 ttc_frames: None,
                 shown: None,
+                course: None,
             }
         }));
     }

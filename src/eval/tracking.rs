@@ -213,6 +213,7 @@ pub(super) mod tests {
             object,
             ttc_frames: None,
             shown: None,
+            course: None,
         }
     }
 

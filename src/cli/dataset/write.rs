@@ -221,6 +221,7 @@ mod tests {
                         object: 0,
                         ttc_frames: None,
                         shown: None,
+                        course: None,
                     }
                 })
                 .collect();

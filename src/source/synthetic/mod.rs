@@ -7,14 +7,18 @@
 //! a tape stripe), 1 `ball` (a shaded blue ball) and 2 `cone` (a red traffic cone
 //! with a white band), over a two-tone background with grey clutter and sensor
 //! noise. Objects bounce off the frame edges and may occlude each other; the
-//! ground truth says how much of each is visible.
+//! ground truth says how much of each is visible. With `speed=M/S` the camera moves instead,
+//! through a field of obstacles standing on the ground ([`drive`]).
+
+pub mod drive;
 
 use std::time::{Duration, Instant};
 
 use super::uri::SourceUri;
 use super::{FrameSource, Pacer, SourceError};
 pub use crate::frame::GroundTruth;
-use crate::frame::{encode_rgb, wall_clock_ns, Frame, PixelFormat};
+use crate::frame::{encode_rgb, wall_clock_ns, Attitude, Course, Frame, PixelFormat};
+use drive::{Drive, DriveConfig};
 
 /// Class names of the synthetic obstacles, in class-id order (`models/obstacles.names`).
 pub const CLASS_NAMES: [&str; 3] = ["box", "ball", "cone"];
@@ -90,10 +94,12 @@ pub struct Scene {
     objects: Vec<SceneObject>,
     /// Objects leave the picture instead of bouncing ([`Scene::leaving`]).
     leave: bool,
+    /// The camera drives through a field of obstacles ([`Scene::driving`]).
+    drive: Option<Drive>,
 }
 
 /// Where an object is in one frame, and what the truth says of it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Placement {
     cx: f32,
     cy: f32,
@@ -101,6 +107,9 @@ struct Placement {
     half_h: f32,
     ttc_frames: Option<f32>,
     object: usize,
+    /// Distance from the camera, for drawing far objects first (0 in scenes without depth).
+    depth: f32,
+    course: Option<Course>,
 }
 
 /// Area of an object's shape with half sizes `hw` x `hh`: a box, a ball (ellipse) or a cone
@@ -245,7 +254,7 @@ impl Scene {
             o.vx *= 0.25;
             o.vy *= 0.25;
         }
-        Scene { width, height, noise, seed, background, objects, leave: false }
+        Scene { width, height, noise, seed, background, objects, leave: false, drive: None }
     }
 
     /// The same scene with objects that come and go: an object crossing the picture enters at
@@ -261,9 +270,35 @@ impl Scene {
         self
     }
 
+    /// The same scene seen from a camera driving through it ([`drive`]): its objects are the
+    /// obstacles (each keeps its class and colour from one appearance to the next), its
+    /// background pans as the camera turns and shakes.
+    pub fn driving(mut self, config: DriveConfig) -> Scene {
+        self.drive = Some(Drive::new(config, self.seed, self.width));
+        self
+    }
+
+    /// The camera's attitude in frame `t`, in a scene where it moves.
+    pub fn attitude(&self, t: u64) -> Option<Attitude> {
+        self.drive.as_ref().map(|d| d.view(t).attitude)
+    }
+
     /// Object `k`'s place in frame `t`, `None` while it is away.
     fn place(&self, k: usize, o: &SceneObject, t: u64) -> Option<Placement> {
         let (w, h) = (self.width as f32, self.height as f32);
+        if let Some(d) = &self.drive {
+            let s = d.seen(k, o.class_id, t, &d.view(t), self.width, self.height)?;
+            return Some(Placement {
+                cx: s.cx,
+                cy: s.cy,
+                half_w: s.half_w,
+                half_h: s.half_h,
+                ttc_frames: Some((s.ttc_s * drive::SCENE_FPS) as f32),
+                object: s.object,
+                depth: s.depth,
+                course: Some(s.course),
+            });
+        }
         if !self.leave {
             // Closing in: the size grows as T / (T - tau), tau the frames into this approach.
             let (grow, ttc_frames) = match o.approach {
@@ -276,7 +311,7 @@ impl Scene {
             let (half_w, half_h) = (o.half_w * grow, o.half_h * grow);
             let cx = bounce(o.x0, o.vx, t, half_w, w - half_w);
             let cy = bounce(o.y0, o.vy, t, half_h, h - half_h);
-            return Some(Placement { cx, cy, half_w, half_h, ttc_frames, object: k });
+            return Some(Placement { cx, cy, half_w, half_h, ttc_frames, object: k, ..Default::default() });
         }
         // Passes follow each other: find the one frame `t` falls in. Objects start part-way
         // into their first pass, so that not all of them enter at frame 0.
@@ -297,7 +332,15 @@ impl Scene {
                         let (half_w, half_h) = (o.half_w * grow, o.half_h * grow);
                         let cx = bounce(pass.x, pass.vx, into, half_w, w - half_w);
                         let cy = bounce(pass.y, pass.vy, into, half_h, h - half_h);
-                        Placement { cx, cy, half_w, half_h, ttc_frames: Some(big_t - tau), object }
+                        Placement {
+                            cx,
+                            cy,
+                            half_w,
+                            half_h,
+                            ttc_frames: Some(big_t - tau),
+                            object,
+                            ..Default::default()
+                        }
                     }
                     None => Placement {
                         cx: pass.x + pass.vx * tau,
@@ -306,6 +349,7 @@ impl Scene {
                         half_h: o.half_h,
                         ttc_frames: None,
                         object,
+                        ..Default::default()
                     },
                 });
             }
@@ -379,8 +423,25 @@ impl Scene {
     /// `truth` (both reused). `ids` is scratch space (object index per pixel).
     pub fn render(&self, t: u64, rgb: &mut Vec<u8>, ids: &mut Vec<u8>, truth: &mut Vec<GroundTruth>) {
         let (w, h) = (self.width as usize, self.height as usize);
+        let view = self.drive.as_ref().map(|d| d.view(t));
         rgb.clear();
-        rgb.extend_from_slice(&self.background);
+        match view {
+            // The background is far: it pans as the camera turns and pitches (around the
+            // picture's width, clamped at the top and bottom rows).
+            Some(v) => {
+                let dx = (v.pan.0.round() as i64).rem_euclid(w as i64) as usize;
+                let dy = v.pan.1.round() as i64;
+                for y in 0..h {
+                    let from = (y as i64 - dy).clamp(0, h as i64 - 1) as usize;
+                    let row = &self.background[from * w * 3..(from + 1) * w * 3];
+                    // Pixel x shows background x - dx.
+                    let split = (w - dx) % w * 3;
+                    rgb.extend_from_slice(&row[split..]);
+                    rgb.extend_from_slice(&row[..split]);
+                }
+            }
+            None => rgb.extend_from_slice(&self.background),
+        }
         ids.clear();
         ids.resize(w * h, 0);
         truth.clear();
@@ -389,8 +450,19 @@ impl Scene {
 
         // Which object each truth entry is (objects away are left out).
         let mut index = [0u8; 256];
-        for (k, o) in self.objects.iter().enumerate() {
-            let Some(at) = self.place(k, o, t) else { continue };
+        // Far ones first, so that near ones are drawn over them (all at depth 0 but in a
+        // moving camera's scene: in order).
+        let mut placed = [(0usize, Placement::default()); 256];
+        let mut n = 0;
+        for (k, o) in self.objects.iter().enumerate().take(256) {
+            if let Some(at) = self.place(k, o, t) {
+                placed[n] = (k, at);
+                n += 1;
+            }
+        }
+        placed[..n].sort_by(|a, b| b.1.depth.total_cmp(&a.1.depth));
+        for &(k, at) in &placed[..n] {
+            let o = &self.objects[k];
             let (cx, cy, ttc_frames) = (at.cx, at.cy, at.ttc_frames);
             let o = &SceneObject { half_w: at.half_w, half_h: at.half_h, ..o.clone() };
             let (x1, x2) = (cx - o.half_w, cx + o.half_w);
@@ -451,6 +523,7 @@ impl Scene {
                 object: at.object,
                 ttc_frames,
                 shown: None,
+                course: at.course,
             });
             index[truth.len() - 1] = k as u8;
         }
@@ -473,7 +546,7 @@ impl Scene {
             // Objects that leave may be partly outside the picture: that part is not visible.
             // (Objects closing in are placed to stay whole in the picture.)
             let whole = match &self.objects[k] {
-                o if self.leave && g.ttc_frames.is_none() => {
+                o if self.leave && g.ttc_frames.is_none() || self.drive.is_some() => {
                     p.max(shape_area(o.class_id, o.half_w, o.half_h))
                 }
                 _ => p,
@@ -483,6 +556,14 @@ impl Scene {
             g.shown = (seen[k] > 0 && b != g.corners()).then_some(b);
         }
 
+        if let Some(v) = view {
+            smear(rgb, w, h, v.smear);
+            if v.gain != 1.0 {
+                for b in rgb.iter_mut() {
+                    *b = (*b as f32 * v.gain).round().min(255.0) as u8;
+                }
+            }
+        }
         if self.noise > 0 {
             let amp = self.noise as i32;
             let mut rng = Rng::new(self.seed.wrapping_mul(31).wrapping_add(t));
@@ -496,6 +577,40 @@ impl Scene {
         }
         // Objects too small to see (all pixels off-frame) are not ground truth.
         truth.retain(|g| g.x2 > g.x1 && g.y2 > g.y1);
+    }
+}
+
+/// Motion blur: each pixel the mean of the picture along `by` (pixels, x and y), centred on it,
+/// in up to 9 steps, as an exposure that lasts while the picture moves that far.
+fn smear(rgb: &mut [u8], w: usize, h: usize, by: (f32, f32)) {
+    let len = by.0.hypot(by.1);
+    if len < 1.0 {
+        return;
+    }
+    let taps = (len.ceil() as usize + 1).min(9);
+    let src = rgb.to_vec();
+    let offsets: Vec<(i64, i64)> = (0..taps)
+        .map(|i| {
+            let k = i as f32 / (taps - 1) as f32 - 0.5;
+            ((by.0 * k).round() as i64, (by.1 * k).round() as i64)
+        })
+        .collect();
+    for y in 0..h {
+        for x in 0..w {
+            let mut sum = [0u32; 3];
+            for &(dx, dy) in &offsets {
+                let sx = (x as i64 + dx).clamp(0, w as i64 - 1) as usize;
+                let sy = (y as i64 + dy).clamp(0, h as i64 - 1) as usize;
+                let p = (sy * w + sx) * 3;
+                for c in 0..3 {
+                    sum[c] += src[p + c] as u32;
+                }
+            }
+            let p = (y * w + x) * 3;
+            for c in 0..3 {
+                rgb[p + c] = (sum[c] / taps as u32) as u8;
+            }
+        }
     }
 }
 
@@ -515,8 +630,27 @@ pub struct SyntheticSource {
 }
 
 /// Query keys `synthetic://` accepts.
-pub const KEYS: [&str; 11] = [
-    "width", "height", "fps", "format", "seed", "objects", "frames", "approach", "leave", "stall", "stall_ms",
+pub const KEYS: [&str; 20] = [
+    "width",
+    "height",
+    "fps",
+    "format",
+    "seed",
+    "objects",
+    "frames",
+    "approach",
+    "leave",
+    "stall",
+    "stall_ms",
+    "noise",
+    "speed",
+    "turn",
+    "shake",
+    "blur",
+    "exposure",
+    "vehicle_m",
+    "hfov",
+    "on_course",
 ];
 
 impl SyntheticSource {
@@ -525,7 +659,14 @@ impl SyntheticSource {
     /// `approach=N`: the first N objects close in on the camera ([`Scene::with_approach`]);
     /// `leave=1`: objects come and go, each pass a new object of the truth ([`Scene::leaving`]);
     /// `stall=N&stall_ms=M`: after N frames the camera delivers nothing for M ms (2000 by
-    /// default), once, as a camera that freezes and recovers (the blind path, end to end).
+    /// default), once, as a camera that freezes and recovers (the blind path, end to end);
+    /// `noise=N`: sensor noise of up to N levels (6 by default).
+    ///
+    /// `speed=M/S` (above 0): the camera drives through a field of `objects` obstacles
+    /// ([`drive`]), with `turn=DEG_S` (yaw rate of every other stretch), `shake=DEG`
+    /// (vibration), `blur=MS` (exposure for motion blur), `exposure=1` (exposure steps),
+    /// `vehicle_m=M` (the vehicle's width, 0.6 by default), `hfov=DEG` (62.2 by default) and
+    /// `on_course=F` (the share of obstacles in the vehicle's way, 0.3 by default).
     pub fn open(uri: &SourceUri) -> Result<SyntheticSource, SourceError> {
         let bad = |m: String| SourceError::Config(m);
         uri.check_keys(&KEYS)?;
@@ -546,6 +687,34 @@ impl SyntheticSource {
         let leave = uri.get_in("leave", 0u8, 0, 1)? == 1;
         let stall_at = uri.get("stall", 0u64)?;
         let stall_ms = uri.get_in("stall_ms", 2000u64, 1, 600_000)?;
+        let noise = uri.get_in("noise", 6u8, 0, 64)?;
+        let speed = uri.get_in("speed", 0.0f64, 0.0, 50.0)?;
+        let defaults = DriveConfig::default();
+        let drive = DriveConfig {
+            speed_mps: speed,
+            turn_deg_s: uri.get_in("turn", 0.0f64, 0.0, 180.0)?,
+            shake_deg: uri.get_in("shake", 0.0f64, 0.0, 10.0)?,
+            blur_ms: uri.get_in("blur", 0.0f64, 0.0, 100.0)?,
+            exposure_steps: uri.get_in("exposure", 0u8, 0, 1)? == 1,
+            vehicle_m: uri.get_in("vehicle_m", defaults.vehicle_m, 0.05, 10.0)?,
+            hfov_deg: uri.get_in("hfov", defaults.hfov_deg, 10.0, 170.0)?,
+            on_course: uri.get_in("on_course", defaults.on_course, 0.0, 1.0)?,
+        };
+        let driving = uri.has("turn") || uri.has("shake") || uri.has("blur") || uri.has("exposure");
+        if speed == 0.0 && (driving || uri.has("vehicle_m") || uri.has("on_course") || uri.has("hfov")) {
+            return Err(bad(format!(
+                "{}: turn, shake, blur, exposure, vehicle_m, hfov and on_course are options of a moving camera: \
+                 add speed=M/S (e.g. speed=2)",
+                uri.text
+            )));
+        }
+        if speed > 0.0 && (approaching > 0 || leave) {
+            return Err(bad(format!(
+                "{}: speed=M/S moves the camera through obstacles that stand still; approach and leave \
+                 move the objects of a still camera's scene: give one or the other",
+                uri.text
+            )));
+        }
         if format.frame_len(width, height).is_none() {
             return Err(bad(format!(
                 "{}: {width}x{height} is not a valid size for {format} (4:2:2 needs an even width, 4:2:0 even width and height)",
@@ -553,7 +722,8 @@ impl SyntheticSource {
             )));
         }
         Ok(SyntheticSource {
-            scene: match Scene::with_approach(width, height, objects, approaching, seed, 6) {
+            scene: match Scene::with_approach(width, height, objects, approaching, seed, noise) {
+                scene if speed > 0.0 => scene.driving(drive),
                 scene if leave => scene.leaving(),
                 scene => scene,
             },
@@ -595,6 +765,7 @@ impl FrameSource for SyntheticSource {
         frame.captured = Instant::now();
         frame.captured_wall_ns = wall_clock_ns();
         frame.truth.clone_from(&self.truth);
+        frame.attitude = self.scene.attitude(t);
         if frame.label.is_empty() {
             frame.label = "synthetic".to_string();
         }
@@ -772,6 +943,32 @@ mod tests {
         assert!(src.next_frame(&mut f).unwrap());
         assert_eq!(f.seq, 1);
         assert!(!src.next_frame(&mut f).unwrap(), "frames=2 ends the stream");
+        assert!(f.attitude.is_none(), "a still camera has no attitude to tell");
+    }
+
+    #[test]
+    fn a_moving_camera_tells_its_attitude_and_its_obstacles_course() {
+        let open = |s: &str| SyntheticSource::open(&SourceUri::parse(s).unwrap());
+        let e = open("synthetic://?turn=10").err().unwrap().to_string();
+        assert!(e.contains("options of a moving camera: add speed=M/S"), "{e}");
+        let e = open("synthetic://?speed=2&approach=1").err().unwrap().to_string();
+        assert!(e.contains("give one or the other"), "{e}");
+        assert!(open("synthetic://?speed=2&on_course=2").err().unwrap().to_string().contains("'on_course'"));
+        let mut src = open("synthetic://?fps=0&speed=3&turn=20&shake=1&objects=8&seed=2").unwrap();
+        let mut f = Frame::empty();
+        let (mut headings, mut courses) = (Vec::new(), 0);
+        for _ in 0..300 {
+            assert!(src.next_frame(&mut f).unwrap());
+            headings.push(f.attitude.expect("a moving camera's attitude").yaw);
+            for g in &f.truth {
+                assert!(g.course.is_some() && g.ttc_frames.is_some(), "{g:?}");
+                courses += 1;
+            }
+        }
+        assert!(courses > 300, "obstacles in view: {courses}");
+        // 10 s of driving, half of it turning at 20 deg/s either way: the heading moves.
+        let (lo, hi) = headings.iter().fold((f64::MAX, f64::MIN), |(a, b), &h| (a.min(h), b.max(h)));
+        assert!((hi - lo).to_degrees() > 30.0, "heading from {lo} to {hi}");
     }
 
     #[test]
