@@ -138,14 +138,20 @@ impl Camera {
         }
     }
 
-    /// The direction of pixel `(u, v)`.
-    pub fn bearing(&self, u: f64, v: f64) -> Bearing {
-        // The ray in the camera's own FRD axes (forward, right, down), then pitched and yawed.
+    /// The ray through pixel `(u, v)` in the vehicle's body axes, forward, right, down (FRD),
+    /// the mounting's pitch and yaw applied; not of unit length.
+    pub fn ray(&self, u: f64, v: f64) -> [f64; 3] {
+        // The ray in the camera's own FRD axes, then pitched and yawed.
         let (f, r, d) = (1.0, (u - self.cx) / self.fx, (v - self.cy) / self.fy);
         let (sp, cp) = self.pitch.sin_cos();
         let (f, d) = (f * cp + d * sp, -f * sp + d * cp);
         let (sy, cy) = self.yaw.sin_cos();
-        let (f, r) = (f * cy - r * sy, f * sy + r * cy);
+        [f * cy - r * sy, f * sy + r * cy, d]
+    }
+
+    /// The direction of pixel `(u, v)`.
+    pub fn bearing(&self, u: f64, v: f64) -> Bearing {
+        let [f, r, d] = self.ray(u, v);
         // Continuous across the camera's view: the branch of the angle nearest its yaw, so a
         // camera looking backwards sees 150..210 degrees, not 150..180 then -180..-150 (its
         // zones and MAVLink sectors run left to right like any other camera's).

@@ -12,6 +12,7 @@
 
 pub mod assign;
 pub mod camera;
+pub mod course;
 pub mod kalman;
 pub mod track;
 pub mod ttc;
