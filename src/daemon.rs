@@ -137,7 +137,7 @@ pub fn hazard_layers(config: &Config, detector: &Detector) -> Result<Vec<Option<
         let camera = s.camera.as_ref().unwrap_or(&config.camera);
         let layer = Hazards::new(&config.hazards, camera, detector.names())
             .map_err(|e| config.origin.error("hazards", &format!("classes.{}", e.name), e.to_string()))?;
-        layers.push(Some(layer));
+        layers.push(Some(layer.with_vehicle(&config.vehicle)));
     }
     Ok(layers)
 }

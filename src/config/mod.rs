@@ -77,6 +77,8 @@ pub struct Config {
     pub camera: CameraConfig,
     /// `[hazards]`: tracks, time to contact, zones.
     pub hazards: HazardsConfig,
+    /// `[vehicle]`: the vehicle's width, for hit or pass.
+    pub vehicle: crate::hazard::course::VehicleConfig,
     /// `[latency]`: the per-frame deadline and the freshness bound.
     pub latency: LatencyConfig,
     /// Where it was read from, to name the file and line of what is found wrong later (a
@@ -280,6 +282,7 @@ impl Config {
         crate::power::profile::validate(&self.power).map_err(|(key, m)| err("power", key, m))?;
         self.camera.validate().map_err(|(key, m)| err("camera", key, m))?;
         self.hazards.validate().map_err(|(key, m)| err("hazards", &key, m))?;
+        self.vehicle.validate().map_err(|(key, m)| err("vehicle", key, m))?;
         self.latency.validate().map_err(|(key, m)| err("latency", key, m))?;
         self.robot_output_rules().map_err(across)?;
         self.source.validate(text, path)

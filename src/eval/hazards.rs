@@ -365,6 +365,7 @@ mod tests {
             ttc: Ttc { seconds: ttc_s, confidence: 1.0, ..Ttc::default() },
             range_m: None,
             level,
+            course: None,
         }
     }
 

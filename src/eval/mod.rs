@@ -79,7 +79,8 @@ pub fn score_hazards(
         recorded::Boxes::Save(path) => (Some(recorded::Writer::create(path, uri, model)?), None),
         recorded::Boxes::Replay(path) => (None, Some(recorded::Reader::open(path, uri, model)?)),
     };
-    let mut layer = Hazards::new(&config.hazards, &config.camera, detector.names())?;
+    let mut layer =
+        Hazards::new(&config.hazards, &config.camera, detector.names())?.with_vehicle(&config.vehicle);
     let mut src = source::open(uri)?;
     let mut frame = Frame::empty();
     let mut out = HazardFrame::with_capacity(64);
@@ -100,6 +101,10 @@ pub fn score_hazards(
             w.frame(frame.seq, dets)?;
         }
         let captured = epoch + std::time::Duration::from_secs_f64(frame.seq as f64 / fps);
+        // A moving camera's attitude, as its flight controller would send it.
+        if let Some(a) = frame.attitude {
+            layer.attitude(captured, a);
+        }
         layer.update(dets, captured, frame.width, frame.height, &mut out);
         scorer.frame(frame.seq, &frame.truth, dets, &out);
         closing |= frame.truth.iter().any(|g| g.ttc_frames.is_some());

@@ -120,7 +120,7 @@ impl Default for AttitudeTrack {
 
 /// Where the camera points relative to the vehicle's level frame at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Level {
+pub struct LevelFrame {
     /// Roll and pitch, radians.
     pub roll: f64,
     /// Pitch.
@@ -153,7 +153,7 @@ impl AttitudeTrack {
     /// The camera against the level frame at `t`: the attitude at `t` (between the samples on
     /// either side, or the newest if `t` is after it, for at most [`ATTITUDE_STALE_S`]), its
     /// yaw against the heading line fitted over the window before. `None` without a recent one.
-    pub fn level(&self, t: f64) -> Option<Level> {
+    pub fn level(&self, t: f64) -> Option<LevelFrame> {
         let newest = self.iter().last()?;
         if t - newest.0 > ATTITUDE_STALE_S {
             return None;
@@ -190,7 +190,7 @@ impl AttitudeTrack {
         } else {
             (0.0, 0.0)
         };
-        Some(Level { roll: a.roll, pitch: a.pitch, yaw_off: -heading_off, yaw_rate })
+        Some(LevelFrame { roll: a.roll, pitch: a.pitch, yaw_off: -heading_off, yaw_rate })
     }
 }
 
@@ -202,7 +202,7 @@ fn wrap(a: f64) -> f64 {
 /// The tangent of the azimuth, in the level frame, of pixel `(u, v)`: its ray in the
 /// vehicle's body (the camera's mounting applied), turned by `level`'s roll, pitch and yaw
 /// off the heading (none: as it is). `None` for a ray not ahead.
-pub fn level_tangent(camera: &Camera, u: f64, v: f64, level: Option<&Level>) -> Option<f64> {
+pub fn level_tangent(camera: &Camera, u: f64, v: f64, level: Option<&LevelFrame>) -> Option<f64> {
     let [f, r, d] = camera.ray(u, v);
     let (f, r) = match level {
         None => (f, r),
@@ -349,7 +349,7 @@ mod tests {
 
     /// The box edges' tangents of an obstacle `w` wide at `(x, z)` in the vehicle's frame,
     /// seen by `camera()` turned by `yaw_off` (radians, right), through `level_tangent`.
-    fn seen(x: f64, z: f64, w: f64, yaw_off: f64, level: Option<&Level>) -> (f64, f64) {
+    fn seen(x: f64, z: f64, w: f64, yaw_off: f64, level: Option<&LevelFrame>) -> (f64, f64) {
         let cam = camera();
         // Where the camera, turned right by yaw_off, sees the edges.
         let (s, c) = yaw_off.sin_cos();
@@ -503,7 +503,7 @@ mod tests {
         for i in 0..30 {
             let t = i as f64 / 30.0;
             let yaw = shake * (std::f64::consts::TAU * 12.0 * t).sin();
-            let level = Level { yaw_off: yaw, ..Level::default() };
+            let level = LevelFrame { yaw_off: yaw, ..LevelFrame::default() };
             let (s, c) = yaw.sin_cos();
             let px = |ex: f64| cam.cx + cam.fx * (ex * c - 10.0 * s) / (ex * s + 10.0 * c);
             let tl = level_tangent(&cam, px(2.75), cam.cy, Some(&level)).unwrap();

@@ -1,8 +1,10 @@
 //! Hazards: what a robot acts on, from each frame's boxes. Boxes become tracks (`track`,
 //! ByteTrack), tracks get a bearing in the vehicle's frame (`camera`), an image-plane velocity
 //! (their Kalman filter), a time to contact from their scale expansion (`ttc`) and, where
-//! `[hazards.classes]` gives a class's real size, a range estimate; the field of view is cut into
-//! sectors, each with its most urgent obstacle and a level (`zones`).
+//! `[hazards.classes]` gives a class's real size, a range estimate; with `[vehicle] width_m`,
+//! whether the vehicle will hit or pass them (`course`, the camera's rotation taken out with the
+//! attitude the flight controller sends); the field of view is cut into sectors, each with its
+//! most urgent obstacle and a level (`zones`).
 //!
 //! It runs on the inference thread right after decoding, in well under a millisecond, and
 //! allocates nothing per frame. Its input is the decoder's detections and the frame's capture
@@ -200,6 +202,9 @@ pub struct Obstacle {
     pub range_m: Option<f64>,
     /// How urgent it is.
     pub level: Level,
+    /// Where it will be when the vehicle reaches it, hit or pass (with `[vehicle] width_m`,
+    /// once the track has half a `ttc_window_s` of whole boxes).
+    pub course: Option<course::Course>,
 }
 
 /// The hazards of one frame. Reused between frames.
@@ -243,6 +248,8 @@ impl HazardFrame {
 /// Turns each frame's detections into hazards.
 pub struct Hazards {
     config: HazardsConfig,
+    vehicle: course::VehicleConfig,
+    attitudes: course::AttitudeTrack,
     camera_config: CameraConfig,
     camera: Option<Camera>,
     tracker: Tracker,
@@ -273,6 +280,8 @@ impl Hazards {
         }
         Ok(Hazards {
             config: config.clone(),
+            vehicle: course::VehicleConfig::default(),
+            attitudes: course::AttitudeTrack::default(),
             camera_config: camera.clone(),
             camera: None,
             tracker: Tracker::new(config.tracking.clone())
@@ -281,6 +290,20 @@ impl Hazards {
             epoch: Instant::now(),
             candidates: Vec::with_capacity(128),
         })
+    }
+
+    /// The layer for a vehicle per `vehicle`: with its `width_m`, obstacles are told apart as
+    /// hit or passed, and only a hit is `danger`.
+    pub fn with_vehicle(mut self, vehicle: &course::VehicleConfig) -> Hazards {
+        self.vehicle = vehicle.clone();
+        self
+    }
+
+    /// Records the camera's attitude at `at` (the flight controller's ATTITUDE, or a scene's
+    /// truth): frames captured within [`course::ATTITUDE_STALE_S`] of one are seen in the
+    /// level frame.
+    pub fn attitude(&mut self, at: Instant, attitude: crate::frame::Attitude) {
+        self.attitudes.push(at.saturating_duration_since(self.epoch).as_secs_f64(), attitude);
     }
 
     /// The instant the layer counts its time from (a frame's capture time is taken relative
@@ -309,6 +332,7 @@ impl Hazards {
             _ => *self.camera.insert(Camera::new(&self.camera_config, width, height)),
         };
         let t = captured.saturating_duration_since(self.epoch).as_secs_f64();
+        let level = self.attitudes.level(t);
         self.tracker.set_frame(width, height);
         self.tracker.update(detections, t);
         out.track_of.clear();
@@ -324,11 +348,43 @@ impl Hazards {
             let d = &detections[i];
             let (w, h) = (d.x2 - d.x1, d.y2 - d.y1);
             let ttc = tr.scales.ttc(cfg.ttc_window_s);
+            let size = self.sizes.get(d.class_id).copied().unwrap_or_default();
+            let course = match self.vehicle.width_m {
+                Some(vehicle_m) => {
+                    // Only a box that shows the whole object tells its offset and depth.
+                    let mid = ((d.y1 + d.y2) / 2.0) as f64;
+                    let tangent = |u: f32| course::level_tangent(&camera, u as f64, mid, level.as_ref());
+                    if let (true, Some(tl), Some(tr_)) =
+                        (tr.scales.last_whole(), tangent(d.x1), tangent(d.x2))
+                    {
+                        tr.course.push(t, tl, tr_);
+                    }
+                    let width_m = match (size.width_m, size.height_m) {
+                        (Some(m), _) => Some(m),
+                        (None, Some(m)) if h > 0.0 => Some(m * (w / h) as f64 * camera.fy / camera.fx),
+                        _ => None,
+                    };
+                    ttc.seconds.and_then(|s| {
+                        let yaw_rate = level.map_or(0.0, |l| l.yaw_rate);
+                        tr.course.course(
+                            cfg.ttc_window_s,
+                            s,
+                            yaw_rate,
+                            width_m,
+                            vehicle_m,
+                            self.vehicle.corridor_deg,
+                        )
+                    })
+                }
+                None => None,
+            };
             let sure = ttc.confidence >= cfg.min_confidence;
             let seconds = ttc.seconds.filter(|_| sure);
             let before = std::mem::replace(&mut tr.ttc_before, seconds);
+            // An obstacle the vehicle will pass is `caution` at most.
+            let passes = course.is_some_and(|c| !c.hit);
             let level = match seconds {
-                Some(s) if s <= cfg.danger_ttc_s => Level::Danger,
+                Some(s) if s <= cfg.danger_ttc_s && !passes => Level::Danger,
                 Some(s) if s <= cfg.caution_ttc_s => Level::Caution,
                 _ => Level::Clear,
             };
@@ -347,7 +403,6 @@ impl Hazards {
             } else {
                 level
             };
-            let size = self.sizes.get(d.class_id).copied().unwrap_or_default();
             let range_m = match (size.height_m, size.width_m) {
                 (Some(m), _) if h > 0.0 => Some(camera.fy * m / h as f64),
                 (_, Some(m)) if w > 0.0 => Some(camera.fx * m / w as f64),
@@ -363,6 +418,7 @@ impl Hazards {
                 ttc,
                 range_m,
                 level,
+                course,
             };
             self.candidates.push(zones::Candidate {
                 track: tr.id,
@@ -517,6 +573,56 @@ mod tests {
         assert!(confident.contains(&Level::Danger));
         assert!(!doubtful.contains(&Level::Danger));
         assert!(doubtful.contains(&Level::Caution), "the time to contact is still told");
+    }
+
+    #[test]
+    fn with_a_vehicle_width_an_obstacle_beside_the_path_is_passed_not_danger() {
+        // Driving at 2 m/s past two 0.5 m cubes 12 m ahead: one on the path, one 1.5 m to the
+        // right. Their boxes grow alike (the same time to contact); only the first is hit.
+        let names = ClassNames::numbered(1);
+        let mut cfg = HazardsConfig { enabled: true, ..Default::default() };
+        cfg.classes.insert("class0".into(), ClassSize { height_m: Some(0.5), width_m: None });
+        let camera = CameraConfig { hfov_deg: 90.0, ..Default::default() };
+        let run = |vehicle: Option<f64>| {
+            let vehicle = course::VehicleConfig { width_m: vehicle, ..Default::default() };
+            let mut hz = Hazards::new(&cfg, &camera, &names).unwrap().with_vehicle(&vehicle);
+            let mut out = HazardFrame::with_capacity(4);
+            let mut levels = [Level::Clear; 2];
+            let mut courses = [None; 2];
+            for f in 0..150 {
+                let t = f as f64 / 30.0;
+                let z = 12.0 - 2.0 * t;
+                let boxed = |x: f64| {
+                    let (cx, half) = (320.0 + 320.0 * x / z, 320.0 * 0.25 / z);
+                    Detection {
+                        class_id: 0,
+                        score: 0.9,
+                        x1: (cx - half) as f32,
+                        y1: (240.0 - half) as f32,
+                        x2: (cx + half) as f32,
+                        y2: (240.0 + half) as f32,
+                    }
+                };
+                let dets = [boxed(0.0), boxed(1.5)];
+                hz.update(&dets, hz.epoch() + std::time::Duration::from_secs_f64(t), 640, 480, &mut out);
+                for o in &out.obstacles {
+                    levels[o.detection] = levels[o.detection].max(o.level);
+                    courses[o.detection] = o.course.or(courses[o.detection]);
+                }
+            }
+            (levels, courses)
+        };
+        let (levels, courses) = run(Some(0.6));
+        assert_eq!(levels, [Level::Danger, Level::Caution]);
+        let (ahead, beside) = (courses[0].unwrap(), courses[1].unwrap());
+        assert!(ahead.hit && !beside.hit, "{ahead:?} {beside:?}");
+        assert!(
+            (beside.offset_m.unwrap() - 1.5).abs() < 0.05 && (beside.miss_m.unwrap() - 1.25).abs() < 0.05
+        );
+        // Without [vehicle] width_m, both are danger, and no course is told.
+        let (levels, courses) = run(None);
+        assert_eq!(levels, [Level::Danger, Level::Danger]);
+        assert_eq!(courses, [None, None]);
     }
 
     #[test]

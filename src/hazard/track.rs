@@ -131,6 +131,8 @@ pub struct Track {
     pub kalman: BoxKalman,
     /// Recent sizes, for the time to contact.
     pub scales: ScaleHistory,
+    /// Recent offsets and depths, for the collision course (kept by the hazard layer).
+    pub course: super::course::CourseHistory,
     /// The detection it was matched to in the latest frame.
     pub detection: Option<usize>,
     /// Frames it was seen in.
@@ -421,6 +423,7 @@ impl Tracker {
                 class_id: d.class_id,
                 kalman: BoxKalman::new(measure(d.x1, d.y1, d.x2, d.y2)),
                 scales,
+                course: Default::default(),
                 detection: Some(i),
                 hits: 1,
                 danger_run: 0,

@@ -306,6 +306,7 @@ mod tests {
             ttc: Ttc::default(),
             range_m,
             level: Level::Clear,
+            course: None,
         }
     }
 
