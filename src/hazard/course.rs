@@ -47,6 +47,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::camera::Camera;
+use super::ring::Ring;
 use crate::frame::Attitude;
 
 /// How long a window the heading is fitted over, seconds: 5 periods of the slowest vibration
@@ -105,17 +106,9 @@ impl VehicleConfig {
 }
 
 /// The camera's attitude over the last second, as the flight controller sends it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct AttitudeTrack {
-    samples: [(f64, Attitude); ATTITUDES],
-    start: usize,
-    len: usize,
-}
-
-impl Default for AttitudeTrack {
-    fn default() -> Self {
-        AttitudeTrack { samples: [(0.0, Attitude::default()); ATTITUDES], start: 0, len: 0 }
-    }
+    samples: Ring<(f64, Attitude), ATTITUDES>,
 }
 
 /// Where the camera points relative to the vehicle's level frame at one moment.
@@ -134,33 +127,27 @@ pub struct LevelFrame {
 impl AttitudeTrack {
     /// Records the attitude at `t` seconds (increasing; an older one is ignored).
     pub fn push(&mut self, t: f64, a: Attitude) {
-        if self.iter().last().is_some_and(|(last, _)| t <= last) {
+        if self.samples.last().is_some_and(|(last, _)| t <= last) {
             return;
         }
-        if self.len == ATTITUDES {
-            self.samples[self.start] = (t, a);
-            self.start = (self.start + 1) % ATTITUDES;
-        } else {
-            self.samples[(self.start + self.len) % ATTITUDES] = (t, a);
-            self.len += 1;
-        }
+        self.samples.push((t, a));
     }
 
     fn iter(&self) -> impl Iterator<Item = (f64, Attitude)> + Clone + '_ {
-        (0..self.len).map(move |i| self.samples[(self.start + i) % ATTITUDES])
+        self.samples.iter()
     }
 
     /// The camera against the level frame at `t`: the attitude at `t` (between the samples on
     /// either side, or the newest if `t` is after it, for at most [`ATTITUDE_STALE_S`]), its
     /// yaw against the heading line fitted over the window before. `None` without a recent one.
     pub fn level(&self, t: f64) -> Option<LevelFrame> {
-        let newest = self.iter().last()?;
+        let newest = self.samples.last()?;
         if t - newest.0 > ATTITUDE_STALE_S {
             return None;
         }
         let after = self.iter().position(|(s, _)| s >= t);
         let a = match after {
-            Some(0) | None => self.iter().nth(after.unwrap_or(self.len - 1)).expect("in range").1,
+            Some(0) | None => self.iter().nth(after.unwrap_or(self.samples.len() - 1)).expect("in range").1,
             Some(i) => {
                 let ((t0, a0), (t1, a1)) =
                     (self.iter().nth(i - 1).expect("i > 0"), self.iter().nth(i).expect("i < len"));
@@ -229,17 +216,9 @@ struct Sample {
 }
 
 /// A track's recent offsets and depths, in a fixed ring.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct CourseHistory {
-    samples: [Sample; HISTORY],
-    start: usize,
-    len: usize,
-}
-
-impl Default for CourseHistory {
-    fn default() -> Self {
-        CourseHistory { samples: [Sample::default(); HISTORY], start: 0, len: 0 }
-    }
+    samples: Ring<Sample, HISTORY>,
 }
 
 /// The course of one obstacle.
@@ -266,23 +245,11 @@ impl CourseHistory {
         if span.is_nan() || span <= 1e-9 {
             return;
         }
-        let sample = Sample { t, r: (tl + tr) / 2.0 / span, zeta: 1.0 / span };
-        if self.len == HISTORY {
-            self.samples[self.start] = sample;
-            self.start = (self.start + 1) % HISTORY;
-        } else {
-            self.samples[(self.start + self.len) % HISTORY] = sample;
-            self.len += 1;
-        }
-    }
-
-    /// Forgets the observations (a track found again after a while).
-    pub fn clear(&mut self) {
-        self.len = 0;
+        self.samples.push(Sample { t, r: (tl + tr) / 2.0 / span, zeta: 1.0 / span });
     }
 
     fn iter(&self) -> impl Iterator<Item = Sample> + Clone + '_ {
-        (0..self.len).map(move |i| self.samples[(self.start + i) % HISTORY])
+        self.samples.iter()
     }
 
     /// The course over the last `window_s` seconds, the vehicle reaching the obstacle in `ttc_s`

@@ -32,6 +32,8 @@
 
 use serde::Serialize;
 
+use super::ring::Ring;
+
 /// How many observations a track keeps for the estimate.
 pub const HISTORY: usize = 32;
 
@@ -141,17 +143,9 @@ fn fit(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<Fit> {
 }
 
 /// A track's recent sizes, oldest first, in a fixed ring.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ScaleHistory {
-    samples: [Sample; HISTORY],
-    start: usize,
-    len: usize,
-}
-
-impl Default for ScaleHistory {
-    fn default() -> Self {
-        ScaleHistory { samples: [Sample::default(); HISTORY], start: 0, len: 0 }
-    }
+    samples: Ring<Sample, HISTORY>,
 }
 
 impl ScaleHistory {
@@ -169,14 +163,7 @@ impl ScaleHistory {
     /// not, and with its width and height showing the object's size (`w_ok`, `h_ok`) or not.
     pub fn push_box(&mut self, t: f64, w: f32, h: f32, edge: Edge, w_ok: bool, h_ok: bool) {
         let ln = |v: f32| (v.max(1e-3) as f64).ln();
-        let sample = Sample { t, ln_w: ln(w), ln_h: ln(h), edge, w_ok, h_ok };
-        if self.len == HISTORY {
-            self.samples[self.start] = sample;
-            self.start = (self.start + 1) % HISTORY;
-        } else {
-            self.samples[(self.start + self.len) % HISTORY] = sample;
-            self.len += 1;
-        }
+        self.samples.push(Sample { t, ln_w: ln(w), ln_h: ln(h), edge, w_ok, h_ok });
     }
 
     /// Whether the newest observation was cut (false before any).
@@ -191,16 +178,16 @@ impl ScaleHistory {
 
     /// Number of observations kept.
     pub fn len(&self) -> usize {
-        self.len
+        self.samples.len()
     }
 
     /// True before the first observation.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.samples.is_empty()
     }
 
     fn iter(&self) -> impl Iterator<Item = Sample> + Clone + '_ {
-        (0..self.len).map(move |i| self.samples[(self.start + i) % HISTORY])
+        self.samples.iter()
     }
 
     /// The estimate over the observations of the last `window_s` seconds (at least 3 needed).
