@@ -154,36 +154,25 @@ fn tracks(args: &Args, config: &Config) -> Result<bool, Error> {
     let size =
         args.size.or(info.size).ok_or_else(|| missing("size", "--size WIDTHxHEIGHT", "imWidth/imHeight"))?;
     let fps = args.fps.or(info.fps).ok_or_else(|| missing("rate", "--fps", "frameRate"))?;
-    let run = match &args.save_tracks {
-        Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| Error::io(format!("{}: cannot create", path.display()), e))?;
-            let mut w = mot::Writer::new(std::io::BufWriter::new(file));
-            let write_error = |e| Error::io(format!("{}: cannot write", path.display()), e);
-            let run = eval::score_tracks(
-                &config.hazards,
-                &detections,
-                &truth,
-                size,
-                fps,
-                args.match_iou,
-                Some(&mut w),
-            )
-            .map_err(write_error)?;
-            w.finish().map_err(write_error)?;
-            run
-        }
-        None => eval::score_tracks::<std::io::Sink>(
-            &config.hazards,
-            &detections,
-            &truth,
-            size,
-            fps,
-            args.match_iou,
-            None,
-        )
-        .map_err(|e| Error::io("tracking", e))?,
+    let mut save = match &args.save_tracks {
+        Some(path) => Some(mot::Writer::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| Error::io(format!("{}: cannot create", path.display()), e))?,
+        ))),
+        None => None,
     };
+    // Only the writer fails (the tracker does no I/O).
+    let write_error = |e| {
+        let path = args.save_tracks.as_deref().unwrap_or(Path::new("--save-tracks"));
+        Error::io(format!("{}: cannot write", path.display()), e)
+    };
+    let run =
+        eval::score_tracks(&config.hazards, &detections, &truth, size, fps, args.match_iou, save.as_mut())
+            .map_err(write_error)?;
+    if let Some(w) = save {
+        w.finish().map_err(write_error)?;
+    }
+
     println!("{}", tracks_json(det, gt, size, fps, &run));
     Ok(true)
 }
