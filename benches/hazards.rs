@@ -1,7 +1,9 @@
 //! The hazard layer's cost per frame on the inference thread (`Hazards::update`: ByteTrack
 //! association, the Kalman filters, time to contact, bearings, zones), in steady state with
 //! 20 objects: 14 drifting across a 640x480 picture and 6 closing in, each with box jitter, a
-//! new frame every 33 ms. Target (issue 18): at most 50 us per frame.
+//! new frame every 33 ms. Target (issue 18): at most 50 us per frame. The same again with
+//! `[vehicle] width_m` and the flight controller's ATTITUDE at 100 Hz (issue 48: the collision
+//! course of every track, its box edges levelled; the same target).
 //!
 //! `cargo bench --bench hazards`; `cargo test --benches` runs each once.
 
@@ -62,7 +64,27 @@ fn frame(objects: &[Motion], k: u64, rng: &mut Rng, out: &mut Vec<Detection>) {
 }
 
 fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("hazards per frame");
+    for (name, vehicle) in
+        [("20 objects, 6 closing in (update only)", false), ("the same, with [vehicle] and ATTITUDE", true)]
+    {
+        bench_one(&mut g, name, vehicle);
+    }
+    g.finish();
+}
+
+fn bench_one(g: &mut criterion::BenchmarkGroup<criterion::measurement::WallTime>, name: &str, vehicle: bool) {
     let mut hazards = common::hazards();
+    if vehicle {
+        let v = jetdetect::hazard::course::VehicleConfig { width_m: Some(0.6), ..Default::default() };
+        hazards = hazards.with_vehicle(&v);
+    }
+    // The attitude of a drone shaking by half a degree, heading slowly turning, every 10 ms.
+    let attitude = |ms: u64| {
+        let t = ms as f64 / 1000.0;
+        let shake = 0.5f64.to_radians() * (std::f64::consts::TAU * 17.0 * t).sin();
+        jetdetect::frame::Attitude { roll: shake / 2.0, pitch: shake, yaw: 0.1 * t + shake }
+    };
     let mut rng = Rng::new(11);
     let objects: Vec<Motion> = (0..OBJECTS)
         .map(|i| Motion {
@@ -82,28 +104,43 @@ fn bench(c: &mut Criterion) {
     // Into steady state: every object a confirmed track with a full time-to-contact window.
     for _ in 0..90 {
         frame(&objects, k, &mut rng, &mut dets);
+        if vehicle {
+            for ms in [33 * k, 33 * k + 10, 33 * k + 20] {
+                hazards.attitude(t0 + Duration::from_millis(ms), attitude(ms));
+            }
+        }
         hazards.update(&dets, t0 + Duration::from_millis(33 * k), 640, 480, &mut out);
         k += 1;
+    }
+    if vehicle {
+        assert!(
+            out.obstacles.iter().any(|o| o.course.is_some()),
+            "no track has a course: nothing is measured"
+        );
     }
     let tracked = out.track_of.iter().filter(|&&t| t != 0).count();
     assert!(tracked >= OBJECTS - 2, "{tracked} of {OBJECTS} boxes tracked: the scene is not in steady state");
 
-    let mut g = c.benchmark_group("hazards per frame");
-    g.bench_function("20 objects, 6 closing in (update only)", |b| {
+    g.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let mut spent = Duration::ZERO;
             for _ in 0..iters {
                 frame(&objects, k, &mut rng, &mut dets);
                 let captured = t0 + Duration::from_millis(33 * k);
-                k += 1;
                 let start = Instant::now();
+                if vehicle {
+                    // The link's three ATTITUDE messages since the last frame count too.
+                    for ms in [33 * k, 33 * k + 10, 33 * k + 20] {
+                        hazards.attitude(t0 + Duration::from_millis(ms), attitude(ms));
+                    }
+                }
                 hazards.update(&dets, captured, 640, 480, &mut out);
                 spent += start.elapsed();
+                k += 1;
             }
             spent
         })
     });
-    g.finish();
 }
 
 criterion_group!(benches, bench);

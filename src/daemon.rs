@@ -27,6 +27,17 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Who applies and restores the clocks.
     pub clocks: ClockControl,
+    /// The flight controller's attitude as the MAVLink output receives it ([`attitude_feed`]),
+    /// for the hazard layers.
+    pub attitude: Option<std::sync::Arc<crate::hazard::course::AttitudeFeed>>,
+}
+
+/// Where the flight controller's ATTITUDE goes from the MAVLink output to the hazard layers:
+/// made when `config` has both, and a `[vehicle] width_m` for the course to use it.
+pub fn attitude_feed(config: &Config) -> Option<std::sync::Arc<crate::hazard::course::AttitudeFeed>> {
+    let wanted =
+        config.output.mavlink.is_some() && config.hazards.enabled && config.vehicle.width_m.is_some();
+    wanted.then(Default::default)
 }
 
 /// Runs the daemon `config` describes until `shutdown` is requested or its sources end. The
@@ -58,6 +69,10 @@ pub fn run(config: &Config, options: RunOptions, shutdown: Shutdown) -> Result<R
     let detector = detector(config)?;
     let mut cameras = Vec::with_capacity(sources.len());
     for ((s, source), hazards) in sources.iter().zip(opened).zip(hazard_layers(config, &detector)?) {
+        let hazards = match (hazards, &options.attitude) {
+            (Some(h), Some(feed)) => Some(h.with_attitude_feed(std::sync::Arc::clone(feed))),
+            (h, _) => h,
+        };
         let stale = s.stale_ms.map_or(config.latency.stale(), |ms| Duration::from_secs_f64(ms / 1e3));
         cameras.push(Camera { name: s.name.clone(), source, stale, hazards });
     }
@@ -156,8 +171,12 @@ pub fn check(config: &Config) -> Result<Detector> {
 /// The outputs `config` asks for: systemd's notify socket (when systemd set one; it keeps the
 /// watchdog fed from now until the pipeline is ready), the socket (`[output]`) and the
 /// HTTP server (`[metrics] listen`, with the live view under `[view]`), which bind when the
-/// pipeline opens them.
-pub fn outputs(config: &Config) -> Vec<Box<dyn Output>> {
+/// pipeline opens them. The MAVLink output passes the flight controller's ATTITUDE to
+/// `attitude` ([`attitude_feed`]).
+pub fn outputs(
+    config: &Config,
+    attitude: Option<&std::sync::Arc<crate::hazard::course::AttitudeFeed>>,
+) -> Vec<Box<dyn Output>> {
     let o = &config.output;
     let group = (!o.socket_group.is_empty()).then_some(o.socket_group.as_str());
     let mut outputs: Vec<Box<dyn Output>> = vec![
@@ -168,7 +187,11 @@ pub fn outputs(config: &Config) -> Vec<Box<dyn Output>> {
         ),
     ];
     if let Some(m) = &config.output.mavlink {
-        outputs.push(Box::new(output::mavlink::MavlinkOutput::new(m)));
+        let mavlink = output::mavlink::MavlinkOutput::new(m);
+        outputs.push(Box::new(match attitude {
+            Some(feed) => mavlink.with_attitude_feed(std::sync::Arc::clone(feed)),
+            None => mavlink,
+        }));
     }
     #[cfg(feature = "ros2")]
     if let Some(r) = &config.output.ros2 {

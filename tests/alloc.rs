@@ -330,7 +330,7 @@ fn count_daemon(config: &Config, pipeline_only: bool) -> DaemonRun {
             }
         }
     }
-    let mut outputs = jetdetect::daemon::outputs(config);
+    let mut outputs = jetdetect::daemon::outputs(config, None);
     outputs.push(Box::new(Window(seen.clone(), counted.clone())));
     let options = jetdetect::daemon::RunOptions {
         outputs,

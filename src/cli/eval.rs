@@ -71,6 +71,10 @@ pub struct Args {
     /// With --hazards: also write the model's detections to FILE (JSON lines), for --detections.
     #[arg(long, value_name = "FILE", requires = "hazards", conflicts_with = "detections")]
     save_detections: Option<PathBuf>,
+    /// With --hazards on a moving camera's scene (synthetic://?speed=..): do not hand the
+    /// layer the camera's attitude (as without a flight controller's ATTITUDE).
+    #[arg(long, requires = "hazards")]
+    no_attitude: bool,
     /// With --hazards: take each frame's detections from FILE, written by --save-detections on
     /// the same source and model, instead of running the model (tuning the hazard layer in
     /// seconds a run).
@@ -115,7 +119,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
             (None, Some(path)) => Boxes::Replay(path),
             (None, None) => Boxes::Model,
         };
-        let s = eval::score_hazards(&config, source, frames, fps, args.match_iou, &boxes)?;
+        let s = eval::score_hazards(&config, source, frames, fps, args.match_iou, &boxes, !args.no_attitude)?;
         println!("{}", hazards_json(source, &s));
         return Ok(true);
     }
@@ -220,13 +224,19 @@ fn hazards_json(source: &str, s: &HazardScore) -> serde_json::Value {
             "recall_detected": r4(s.danger.recall_detected()),
             "alarms": s.danger.alarms, "false_alarms": s.danger.false_alarms, "early_alarms": s.danger.early_alarms,
             "false_per_min": r4(false_per_min), "mean_delay_s": r4(s.danger.mean_delay_s),
+            "lead_recalled": s.danger.lead_recalled, "recall_lead_1s": r4(s.danger.recall_lead()),
+            "mean_lead_s": r4(s.danger.mean_lead_s), "pass_alarms": s.danger.pass_alarms,
+            "false_danger_per_min": r4(s.false_danger_per_min()),
         },
+
         "targets": {
             "idf1_at_least_0.9": t.idf1() >= 0.9,
             "switches_at_most_1_per_100_track_s": switches <= 1.0,
             "ttc_median_error_at_most_15pct": s.ttc.compared > 0 && s.ttc.median <= 0.15,
             "danger_recall_at_least_0.95": s.danger.recall() >= 0.95,
             "false_danger_at_most_1_per_min": false_per_min <= 1.0,
+            "danger_recall_with_1s_lead_at_least_0.95": s.danger.recall_lead() >= 0.95,
+            "false_danger_with_passes_at_most_1_per_min": s.false_danger_per_min() <= 1.0,
         },
     })
 }

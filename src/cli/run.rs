@@ -54,7 +54,8 @@ pub fn run(args: Args) -> Result<bool, Error> {
     })?;
     let shutdown = Shutdown::new();
     watch_signals(shutdown.clone())?;
-    let mut outputs = daemon::outputs(&cfg);
+    let attitude = daemon::attitude_feed(&cfg);
+    let mut outputs = daemon::outputs(&cfg, attitude.as_ref());
     if echo {
         outputs.push(Box::new(output::echo::Echo::default()));
     }
@@ -64,6 +65,7 @@ pub fn run(args: Args) -> Result<bool, Error> {
             ClocksBy::Daemon => power::ClockControl::Daemon,
             ClocksBy::Service => power::ClockControl::Service,
         },
+        attitude,
         ..RunOptions::default()
     };
     daemon::run(&cfg, options, shutdown)?;

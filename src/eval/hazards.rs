@@ -19,6 +19,13 @@
 //!   matching threshold, same class) or that object is not closing in: the robot would brake
 //!   for nothing. An alarm on an object closing in whose true time to contact is more than
 //!   [`EARLY_MARGIN`] above `danger_ttc_s` is *early*, counted apart.
+//! - **Moving camera** (truth with a course, `synthetic://?speed=M/S`): every obstacle closes
+//!   in, so only one the vehicle will *hit* has a danger episode, opened from when its true time
+//!   to contact reaches `danger_ttc_s` plus [`EARLY_MARGIN`] (an alarm that early on an
+//!   obstacle in the way is not early: the vehicle must stop for it). An episode is recalled
+//!   *with lead* when its first alarm came at least [`LEAD_S`] before contact. An alarm on an
+//!   obstacle the vehicle will *pass* is a *pass alarm*: false danger, the robot braking for a
+//!   parked car beside its lane.
 //!
 //! Time is the source's frame time (`frame.seq / fps`), so the figures do not depend on how
 //! fast the machine scoring them is.
@@ -30,6 +37,10 @@ use super::tracking::{TrackedBox, TrackingScore, TrackingScorer};
 use crate::frame::GroundTruth;
 use crate::hazard::{HazardFrame, Level};
 use crate::yolo::Detection;
+
+/// An episode is recalled with lead when its first alarm came at least this many seconds
+/// before contact (issue 48).
+pub const LEAD_S: f64 = 1.0;
 
 /// Times to contact are scored below this many seconds (the issue's target range).
 pub const TTC_HORIZON_S: f64 = 5.0;
@@ -89,6 +100,12 @@ pub struct DangerScore {
     pub early_alarms: u64,
     /// Mean seconds from an episode's start to its first alarm, over recalled episodes.
     pub mean_delay_s: f64,
+    /// Episodes, short ones apart, whose first alarm came [`LEAD_S`] or more before contact.
+    pub lead_recalled: u64,
+    /// Alarms on an obstacle the vehicle will pass (moving camera).
+    pub pass_alarms: u64,
+    /// Mean seconds to contact at the first alarm, over recalled episodes.
+    pub mean_lead_s: f64,
 }
 
 impl DangerScore {
@@ -101,6 +118,11 @@ impl DangerScore {
     /// [`MIN_EPISODE_S`]: the hazard layer's share of the misses.
     pub fn recall_detected(&self) -> f64 {
         ratio(self.detected_recalled as f64, self.detected_episodes as f64, 1.0)
+    }
+
+    /// `lead_recalled / episodes`: recalled at least [`LEAD_S`] before contact.
+    pub fn recall_lead(&self) -> f64 {
+        ratio(self.lead_recalled as f64, self.episodes as f64, 1.0)
     }
 
     /// Recall over every episode, short ones included.
@@ -137,6 +159,12 @@ impl HazardScore {
     pub fn false_alarms_per_min(&self) -> f64 {
         ratio(self.danger.false_alarms as f64 * 60.0, self.seconds, 0.0)
     }
+
+    /// False danger per minute of source time, alarms on passed obstacles included: what a
+    /// moving robot brakes for needlessly.
+    pub fn false_danger_per_min(&self) -> f64 {
+        ratio((self.danger.false_alarms + self.danger.pass_alarms) as f64 * 60.0, self.seconds, 0.0)
+    }
 }
 
 /// An object's danger episode in progress.
@@ -144,8 +172,9 @@ impl HazardScore {
 struct Episode {
     /// Its first frame's time.
     start_s: f64,
-    /// When it was first flagged.
+    /// When it was first flagged, and its true time to contact then.
     alarmed_s: Option<f64>,
+    alarm_ttc_s: f64,
     /// The last frame it was in the picture.
     seen: u64,
     /// Frames in which it was visible.
@@ -168,6 +197,7 @@ pub struct HazardScorer {
     ttc: TtcScore,
     danger: DangerScore,
     delays: f64,
+    leads: f64,
     open: HashMap<usize, Episode>,
     /// Tracks at `danger` in the last frame.
     alarmed: Vec<u64>,
@@ -193,6 +223,7 @@ impl HazardScorer {
             ttc: TtcScore::default(),
             danger: DangerScore::default(),
             delays: 0.0,
+            leads: 0.0,
             open: HashMap::new(),
             alarmed: Vec::new(),
             alarmed_now: Vec::new(),
@@ -234,9 +265,15 @@ impl HazardScorer {
         }
         self.tracking.frame(truth, &self.tracked);
 
-        // Episodes: open from when an object is in danger by the truth while it is there.
+        // Episodes: open from when an object is in danger by the truth while it is there (for a
+        // moving camera, one the vehicle will hit, from a little earlier).
         for g in truth {
-            let in_danger = g.ttc_frames.is_some_and(|f| f as f64 / self.fps <= self.danger_s);
+            let limit = match g.course {
+                Some(c) if !c.hit => continue,
+                Some(_) => self.danger_s * (1.0 + EARLY_MARGIN),
+                None => self.danger_s,
+            };
+            let in_danger = g.ttc_frames.is_some_and(|f| f as f64 / self.fps <= limit);
             let (visible, known) = (g.visible >= self.min_visible, self.open.contains_key(&g.object));
             if !(known || in_danger && visible) {
                 continue;
@@ -244,6 +281,7 @@ impl HazardScorer {
             let e = self.open.entry(g.object).or_insert(Episode {
                 start_s: now,
                 alarmed_s: None,
+                alarm_ttc_s: 0.0,
                 seen: seq,
                 visible: 0,
                 detected: 0,
@@ -274,12 +312,19 @@ impl HazardScorer {
             }
             self.alarmed_now.push(o.id);
             if let Some(e) = g.and_then(|g| self.open.get_mut(&g.object)) {
-                e.alarmed_s.get_or_insert(now);
+                if e.alarmed_s.is_none() {
+                    e.alarmed_s = Some(now);
+                    e.alarm_ttc_s = true_s.unwrap_or(0.0);
+                }
             }
             if !self.alarmed.contains(&o.id) {
                 self.danger.alarms += 1;
                 match true_s {
                     None => self.danger.false_alarms += 1,
+                    Some(_) if g.and_then(|g| g.course).is_some_and(|c| !c.hit) => {
+                        self.danger.pass_alarms += 1
+                    }
+                    Some(_) if g.is_some_and(|g| g.course.is_some()) => {}
                     Some(s) if s > self.danger_s * (1.0 + EARLY_MARGIN) => self.danger.early_alarms += 1,
                     Some(_) => {}
                 }
@@ -309,6 +354,8 @@ impl HazardScorer {
         if let Some(at) = e.alarmed_s {
             self.danger.recalled += 1;
             self.delays += at - e.start_s;
+            self.leads += e.alarm_ttc_s;
+            self.danger.lead_recalled += u64::from(e.alarm_ttc_s >= LEAD_S);
         }
     }
 
@@ -330,6 +377,7 @@ impl HazardScorer {
             ratio(errors.iter().filter(|&&e| e <= 0.15).count() as f64, errors.len() as f64, 0.0);
         if self.danger.recalled > 0 {
             self.danger.mean_delay_s = self.delays / self.danger.recalled as f64;
+            self.danger.mean_lead_s = self.leads / self.danger.recalled as f64;
         }
         HazardScore {
             frames: self.frames,
@@ -459,6 +507,49 @@ mod tests {
         let r = s.finish();
         assert_eq!((r.danger.alarms, r.danger.false_alarms), (2, 1), "only the alarm on object 1 is false");
         assert_eq!(r.ttc.closing, 0, "object 0 is less visible than min_visible: its TTC is not scored");
+    }
+
+    #[test]
+    fn a_moving_camera_scores_hits_by_lead_and_alarms_on_passes_as_false() {
+        // 10 fps, danger_ttc_s 2: object 0 will be hit and is flagged at 1.5 s (lead), object 1
+        // will be hit and is flagged only at 0.5 s (recalled, no lead), object 2 will be passed
+        // and is flagged (a pass alarm); all three close in from 3 s.
+        use crate::frame::Course;
+        let mut s = HazardScorer::new(10.0, 2.0, 0.5, 0.5, 0.5);
+        let course = |hit| Some(Course { offset_m: if hit { 0.1 } else { 1.5 }, hit });
+        for f in 0..30u64 {
+            let ttc = 30.0 - f as f32; // frames
+            let truth: Vec<GroundTruth> = [(0, true), (1, true), (2, false)]
+                .into_iter()
+                .map(|(k, hit)| GroundTruth { course: course(hit), ..obj(k, k as f32 * 50.0, Some(ttc)) })
+                .collect();
+            let secs = ttc as f64 / 10.0;
+            let level = |from: f64| if secs <= from { Level::Danger } else { Level::Clear };
+            let h = hazards(
+                vec![1, 2, 3],
+                vec![
+                    obstacle(1, 0, Some(secs), level(1.5)),
+                    obstacle(2, 1, Some(secs), level(0.5)),
+                    obstacle(3, 2, Some(secs), level(2.0)),
+                ],
+            );
+            s.frame(f, &truth, &[det(0.0), det(50.0), det(100.0)], &h);
+        }
+        let r = s.finish();
+        assert_eq!(
+            (r.danger.episodes, r.danger.recalled, r.danger.lead_recalled),
+            (2, 2, 1),
+            "{:?}",
+            r.danger
+        );
+        assert_eq!(r.danger.recall_lead(), 0.5);
+        assert_eq!(
+            (r.danger.alarms, r.danger.pass_alarms, r.danger.false_alarms, r.danger.early_alarms),
+            (3, 1, 0, 0)
+        );
+        assert!((r.danger.mean_lead_s - 1.0).abs() < 1e-9, "{}", r.danger.mean_lead_s);
+        // 1 false danger in 3 s: 20 a minute.
+        assert!((r.false_danger_per_min() - 20.0).abs() < 1e-9);
     }
 
     #[test]

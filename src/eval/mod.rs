@@ -64,6 +64,8 @@ pub fn score(config: &Config, uri: &str, frames: u64, match_iou: f32) -> Result<
 /// whatever the machine's speed, and scores them ([`hazards::HazardScorer`]) with boxes
 /// matched at `match_iou`. `[hazards]` is used as configured, `enabled` or not. `boxes` says
 /// whether the detections come from the model (and are also saved) or from a file saved before.
+/// A moving camera's attitude (`Frame::attitude`) goes to the layer as its flight controller's
+/// would, unless `attitude` is false.
 pub fn score_hazards(
     config: &Config,
     uri: &str,
@@ -71,6 +73,7 @@ pub fn score_hazards(
     fps: f64,
     match_iou: f32,
     boxes: &recorded::Boxes,
+    attitude: bool,
 ) -> Result<hazards::HazardScore, Error> {
     let mut detector = crate::daemon::detector(config)?;
     let model = &config.model.path;
@@ -102,7 +105,7 @@ pub fn score_hazards(
         }
         let captured = epoch + std::time::Duration::from_secs_f64(frame.seq as f64 / fps);
         // A moving camera's attitude, as its flight controller would send it.
-        if let Some(a) = frame.attitude {
+        if let Some(a) = frame.attitude.filter(|_| attitude) {
             layer.attitude(captured, a);
         }
         layer.update(dets, captured, frame.width, frame.height, &mut out);

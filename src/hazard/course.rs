@@ -44,6 +44,9 @@
 //! sideways slip: a ground robot, or a drone flying forward), the obstacle moves steadily, and
 //! the speed does not change before contact.
 
+use std::sync::Mutex;
+use std::time::Instant;
+
 use serde::{Deserialize, Serialize};
 
 use super::camera::Camera;
@@ -102,6 +105,41 @@ impl VehicleConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// The flight controller's attitude as its link receives it (MAVLink ATTITUDE), for the
+/// hazard layers of every camera on the vehicle: the link's thread pushes, each layer copies
+/// what is new before its frame. Fixed size; nothing is allocated after it is made.
+#[derive(Debug, Default)]
+pub struct AttitudeFeed {
+    samples: Mutex<Ring<Option<(Instant, Attitude)>, ATTITUDES>>,
+}
+
+impl AttitudeFeed {
+    /// Records the attitude received at `at`. The receive time stands for the time of the
+    /// attitude: ATTITUDE's `time_boot_ms` is the flight controller's clock, which nothing here
+    /// maps to ours; a serial or UDP link adds a few milliseconds.
+    pub fn push(&self, at: Instant, attitude: Attitude) {
+        self.samples.lock().unwrap_or_else(|p| p.into_inner()).push(Some((at, attitude)));
+    }
+
+    /// Calls `f` with each attitude received after `after` (all, for `None`), oldest first;
+    /// gives the newest time seen, to pass as `after` next time.
+    pub fn each_since(
+        &self,
+        after: Option<Instant>,
+        mut f: impl FnMut(Instant, Attitude),
+    ) -> Option<Instant> {
+        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let mut newest = after;
+        for (at, a) in samples.iter().flatten() {
+            if after.is_none_or(|t| at > t) {
+                f(at, a);
+                newest = Some(at);
+            }
+        }
+        newest
     }
 }
 
@@ -219,6 +257,8 @@ struct Sample {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CourseHistory {
     samples: Ring<Sample, HISTORY>,
+    /// The obstacle's width in metres, from its newest whole box, where its class has a size.
+    width_m: Option<f64>,
 }
 
 /// The course of one obstacle.
@@ -239,12 +279,14 @@ pub struct Course {
 }
 
 impl CourseHistory {
-    /// Records the box whose edges have level-frame tangents `tl` < `tr`, at `t` seconds.
-    pub fn push(&mut self, t: f64, tl: f64, tr: f64) {
+    /// Records the whole box whose edges have level-frame tangents `tl` < `tr`, at `t` seconds,
+    /// of an obstacle `width_m` wide where that is known.
+    pub fn push(&mut self, t: f64, tl: f64, tr: f64, width_m: Option<f64>) {
         let span = tr - tl;
         if span.is_nan() || span <= 1e-9 {
             return;
         }
+        self.width_m = width_m;
         self.samples.push(Sample { t, r: (tl + tr) / 2.0 / span, zeta: 1.0 / span });
     }
 
@@ -253,18 +295,19 @@ impl CourseHistory {
     }
 
     /// The course over the last `window_s` seconds, the vehicle reaching the obstacle in `ttc_s`
-    /// while turning at `yaw_rate` (radians per second, right positive), with the obstacle
-    /// `width_m` wide where known, for a vehicle `vehicle_m` wide and an angular corridor of
-    /// `corridor_deg` otherwise. `None` until the observations span half a window (at least 3).
+    /// while turning at `yaw_rate` (radians per second, right positive), for a vehicle
+    /// `vehicle_m` wide: in metres where the obstacle's width is known, by an angular corridor
+    /// of `corridor_deg` otherwise. `None` until the observations span half a window (at
+    /// least 3).
     pub fn course(
         &self,
         window_s: f64,
         ttc_s: f64,
         yaw_rate: f64,
-        width_m: Option<f64>,
         vehicle_m: f64,
         corridor_deg: f64,
     ) -> Option<Course> {
+        let width_m = self.width_m;
         let last = self.iter().last()?;
         let points = self.iter().filter(|s| last.t - s.t <= window_s);
         let (mut n, mut st, mut sr, mut sz) = (0.0, 0.0, 0.0, 0.0);
@@ -363,7 +406,7 @@ mod tests {
             let wobble = wobble_at(t);
             let level = att.level(t).filter(|_| known);
             let (tl, tr) = seen(x, z, w, wobble, level.as_ref());
-            h.push(t, tl, tr);
+            h.push(t, tl, tr, size);
             // The static point in the turning vehicle's frame.
             let (dx, dz) = (-omega * z, -v + omega * x);
             x += dx * dt;
@@ -373,7 +416,7 @@ mod tests {
         let t_now = t - dt;
         let omega_est = if known { att.level(t_now).unwrap().yaw_rate } else { 0.0 };
         let tau = z / v; // the truth's time to contact, as scale expansion would give it
-        h.course(1.0, tau, omega_est, size, 0.6, 10.0).expect("a second of observations")
+        h.course(1.0, tau, omega_est, 0.6, 10.0).expect("a second of observations")
     }
 
     #[test]
@@ -405,13 +448,13 @@ mod tests {
         let (mut x, mut z) = (2.0, 10.0);
         for i in 0..30 {
             let t = i as f64 / 30.0;
-            h.push(t, (x - w / 2.0) / z, (x + w / 2.0) / z);
+            h.push(t, (x - w / 2.0) / z, (x + w / 2.0) / z, Some(w));
             x -= 0.5 / 30.0;
             z -= v / 30.0;
         }
         let (x, z) = (x + 0.5 / 30.0, z + v / 30.0);
         let tau = z / v;
-        let c = h.course(1.0, tau, 0.0, Some(w), 0.6, 10.0).unwrap();
+        let c = h.course(1.0, tau, 0.0, 0.6, 10.0).unwrap();
         let want = x - 0.5 * tau;
         assert!((c.offset_m.unwrap() - want).abs() < 1e-6, "{c:?} vs {want}");
         assert!(c.hit, "{c:?}");
@@ -475,9 +518,9 @@ mod tests {
             let px = |ex: f64| cam.cx + cam.fx * (ex * c - 10.0 * s) / (ex * s + 10.0 * c);
             let tl = level_tangent(&cam, px(2.75), cam.cy, Some(&level)).unwrap();
             let tr = level_tangent(&cam, px(3.25), cam.cy, Some(&level)).unwrap();
-            h.push(t, tl, tr);
+            h.push(t, tl, tr, Some(0.5));
         }
-        let c = h.course(1.0, 5.0, 0.0, Some(0.5), 0.6, 10.0).unwrap();
+        let c = h.course(1.0, 5.0, 0.0, 0.6, 10.0).unwrap();
         assert!((c.offset_m.unwrap() - 3.0).abs() < 1e-6 && !c.hit, "{c:?}");
     }
 
@@ -497,6 +540,25 @@ mod tests {
         assert!((l.yaw_off - shake).abs() < 0.005, "{l:?} vs {shake}");
         assert_eq!((l.roll, l.pitch), (0.01, -0.02));
         assert!(att.level(t + 1.0).is_none(), "an attitude a second old is not used");
+    }
+
+    #[test]
+    fn the_feed_hands_each_attitude_over_once_in_order() {
+        let feed = AttitudeFeed::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let a = |yaw: f64| Attitude { yaw, ..Attitude::default() };
+        for ms in 0..3 {
+            feed.push(at(ms * 10), a(ms as f64));
+        }
+        let mut seen = Vec::new();
+        let until = feed.each_since(None, |t, x| seen.push((t, x.yaw)));
+        assert_eq!(seen, [(at(0), 0.0), (at(10), 1.0), (at(20), 2.0)]);
+        feed.push(at(30), a(3.0));
+        seen.clear();
+        let until = feed.each_since(until, |t, x| seen.push((t, x.yaw)));
+        assert_eq!((seen, until), (vec![(at(30), 3.0)], Some(at(30))));
+        assert_eq!(feed.each_since(until, |_, _| panic!("nothing new")), until);
     }
 
     #[test]

@@ -251,6 +251,9 @@ pub struct Hazards {
     config: HazardsConfig,
     vehicle: course::VehicleConfig,
     attitudes: course::AttitudeTrack,
+    /// The flight controller's attitude, where a link receives it, and the newest copied.
+    feed: Option<std::sync::Arc<course::AttitudeFeed>>,
+    fed_until: Option<Instant>,
     camera_config: CameraConfig,
     camera: Option<Camera>,
     tracker: Tracker,
@@ -283,6 +286,8 @@ impl Hazards {
             config: config.clone(),
             vehicle: course::VehicleConfig::default(),
             attitudes: course::AttitudeTrack::default(),
+            feed: None,
+            fed_until: None,
             camera_config: camera.clone(),
             camera: None,
             tracker: Tracker::new(config.tracking.clone())
@@ -297,6 +302,13 @@ impl Hazards {
     /// hit or passed, and only a hit is `danger`.
     pub fn with_vehicle(mut self, vehicle: &course::VehicleConfig) -> Hazards {
         self.vehicle = vehicle.clone();
+        self
+    }
+
+    /// The layer with the attitudes `feed` receives (the MAVLink link's ATTITUDE), taken in
+    /// before each frame.
+    pub fn with_attitude_feed(mut self, feed: std::sync::Arc<course::AttitudeFeed>) -> Hazards {
+        self.feed = Some(feed);
         self
     }
 
@@ -333,6 +345,12 @@ impl Hazards {
             _ => *self.camera.insert(Camera::new(&self.camera_config, width, height)),
         };
         let t = captured.saturating_duration_since(self.epoch).as_secs_f64();
+        if let Some(feed) = &self.feed {
+            let (epoch, track) = (self.epoch, &mut self.attitudes);
+            self.fed_until = feed.each_since(self.fed_until, |at, a| {
+                track.push(at.saturating_duration_since(epoch).as_secs_f64(), a)
+            });
+        }
         let level = self.attitudes.level(t);
         self.tracker.set_frame(width, height);
         self.tracker.update(detections, t);
@@ -352,29 +370,24 @@ impl Hazards {
             let size = self.sizes.get(d.class_id).copied().unwrap_or_default();
             let course = match self.vehicle.width_m {
                 Some(vehicle_m) => {
-                    // Only a box that shows the whole object tells its offset and depth.
+                    // Only a box that shows the whole object tells its offset, depth and width (a
+                    // box cut by the picture's edge narrows as the object leaves the picture:
+                    // read as its width, a pass would turn into a hit).
                     let mid = ((d.y1 + d.y2) / 2.0) as f64;
                     let tangent = |u: f32| course::level_tangent(&camera, u as f64, mid, level.as_ref());
                     if let (true, Some(tl), Some(tr_)) =
                         (tr.scales.last_whole(), tangent(d.x1), tangent(d.x2))
                     {
-                        tr.course.push(t, tl, tr_);
+                        let width_m = match (size.width_m, size.height_m) {
+                            (Some(m), _) => Some(m),
+                            (None, Some(m)) if h > 0.0 => Some(m * (w / h) as f64 * camera.fy / camera.fx),
+                            _ => None,
+                        };
+                        tr.course.push(t, tl, tr_, width_m);
                     }
-                    let width_m = match (size.width_m, size.height_m) {
-                        (Some(m), _) => Some(m),
-                        (None, Some(m)) if h > 0.0 => Some(m * (w / h) as f64 * camera.fy / camera.fx),
-                        _ => None,
-                    };
                     ttc.seconds.and_then(|s| {
                         let yaw_rate = level.map_or(0.0, |l| l.yaw_rate);
-                        tr.course.course(
-                            cfg.ttc_window_s,
-                            s,
-                            yaw_rate,
-                            width_m,
-                            vehicle_m,
-                            self.vehicle.corridor_deg,
-                        )
+                        tr.course.course(cfg.ttc_window_s, s, yaw_rate, vehicle_m, self.vehicle.corridor_deg)
                     })
                 }
                 None => None,
@@ -579,7 +592,9 @@ mod tests {
     #[test]
     fn with_a_vehicle_width_an_obstacle_beside_the_path_is_passed_not_danger() {
         // Driving at 2 m/s past two 0.5 m cubes 12 m ahead: one on the path, one 1.5 m to the
-        // right. Their boxes grow alike (the same time to contact); only the first is hit.
+        // right. Their boxes grow alike (the same time to contact); only the first is hit. The
+        // second leaves the picture at the end, its box cut by the edge and narrowing: still a
+        // pass (its width is its last whole box's).
         let names = ClassNames::numbered(1);
         let mut cfg = HazardsConfig { enabled: true, ..Default::default() };
         cfg.classes.insert("class0".into(), ClassSize { height_m: Some(0.5), width_m: None });
@@ -590,21 +605,23 @@ mod tests {
             let mut out = HazardFrame::with_capacity(4);
             let mut levels = [Level::Clear; 2];
             let mut courses = [None; 2];
-            for f in 0..150 {
+            for f in 0..170 {
                 let t = f as f64 / 30.0;
                 let z = 12.0 - 2.0 * t;
+                // As a detector boxes it: the part in the picture.
                 let boxed = |x: f64| {
                     let (cx, half) = (320.0 + 320.0 * x / z, 320.0 * 0.25 / z);
                     Detection {
                         class_id: 0,
                         score: 0.9,
-                        x1: (cx - half) as f32,
+                        x1: (cx - half).max(0.0) as f32,
                         y1: (240.0 - half) as f32,
-                        x2: (cx + half) as f32,
+                        x2: (cx + half).min(640.0) as f32,
                         y2: (240.0 + half) as f32,
                     }
                 };
-                let dets = [boxed(0.0), boxed(1.5)];
+                let dets: Vec<Detection> =
+                    [boxed(0.0), boxed(1.5)].into_iter().filter(|d| d.x2 - d.x1 > 4.0).collect();
                 hz.update(&dets, hz.epoch() + std::time::Duration::from_secs_f64(t), 640, 480, &mut out);
                 for o in &out.obstacles {
                     levels[o.detection] = levels[o.detection].max(o.level);

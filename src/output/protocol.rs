@@ -156,6 +156,8 @@ impl Serialize for Obstacles<'_> {
             ttc_confidence: f64,
             range_estimate_m: Option<f64>,
             level: crate::hazard::Level,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            course: Option<crate::hazard::course::Course>,
         }
         let r = self.report;
         let mut seq = s.serialize_seq(Some(r.hazards.obstacles.len()))?;
@@ -181,6 +183,12 @@ impl Serialize for Obstacles<'_> {
                 ttc_confidence: r3(o.ttc.confidence),
                 range_estimate_m: o.range_m.map(r3),
                 level: o.level,
+                course: o.course.map(|c| crate::hazard::course::Course {
+                    offset_widths: r3(c.offset_widths),
+                    offset_m: c.offset_m.map(r3),
+                    miss_m: c.miss_m.map(r3),
+                    hit: c.hit,
+                }),
             })?;
         }
         seq.end()

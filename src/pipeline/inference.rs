@@ -52,6 +52,11 @@ fn fill_report(
         // Tracking is part of decoding boxes into what the robot acts on: its time
         // counts in the decode stage.
         let t = Instant::now();
+        // A source that knows its camera's attitude (a moving synthetic scene) tells it as a
+        // flight controller would.
+        if let Some(a) = frame.attitude {
+            h.attitude(frame.captured, a);
+        }
         h.update(&r.detections, r.captured, r.width, r.height, &mut r.hazards);
         r.times.decode += t.elapsed();
     } else {

@@ -77,6 +77,18 @@ struct Obstacle {
     ttc_confidence: f64,
     range_estimate_m: Option<f64>,
     level: String,
+    #[serde(default)]
+    course: Option<CourseMsg>,
+}
+
+/// An obstacle's `course` (with `[vehicle] width_m`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CourseMsg {
+    offset_widths: f64,
+    offset_m: Option<f64>,
+    miss_m: Option<f64>,
+    hit: bool,
 }
 
 /// A blind `hazards` message.
@@ -97,6 +109,69 @@ struct Blind {
 }
 
 const LEVELS: [&str; 3] = ["clear", "caution", "danger"];
+
+#[test]
+fn a_moving_camera_tells_each_obstacle_hit_or_pass_and_never_raises_danger_for_a_pass() {
+    // The daemon on a camera driving at 2 m/s through obstacles, with [vehicle] width_m: its
+    // obstacles carry a course, which says hit or pass as the scene's truth does, and one it
+    // says will be passed is never `danger`.
+    let dir = tmpdir("course");
+    let d = start(
+        &dir,
+        "synthetic://?width=640&height=480&fps=30&format=yuyv&seed=3&objects=8&speed=2",
+        "[hazards]\nenabled = true\n[hazards.classes]\nbox = { height_m = 0.45 }\nball = { height_m = 0.4 }\n\
+         cone = { height_m = 0.5 }\n[vehicle]\nwidth_m = 0.6\n[latency]\nstale_ms = 3000\n",
+    );
+    let mut c = d.connect();
+    let mut truth: Vec<GroundTruth> = Vec::new();
+    let (mut agree, mut disagree, mut hits, mut passes) = (0, 0, 0, 0);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) && agree + disagree < 300 {
+        let v = read(&mut c);
+        match v["type"].as_str().unwrap() {
+            "detections" => truth = serde_json::from_value(v["truth"].clone()).unwrap(),
+            "hazards" => {
+                let h = Hazards::deserialize(&v).unwrap_or_else(|e| panic!("{e}: {v}"));
+                for o in &h.obstacles {
+                    let Some(course) = &o.course else { continue };
+                    assert!(
+                        course.offset_m.is_some() && course.miss_m.is_some(),
+                        "every class has a size: {o:?}"
+                    );
+                    assert!(course.offset_widths.is_finite());
+                    if !course.hit {
+                        assert_ne!(o.level, "danger", "a pass is caution at most: {o:?}");
+                    }
+                    // The object under the box, and what the truth says of it.
+                    let iou =
+                        |g: &GroundTruth| jetdetect::geometry::iou([o.x1, o.y1, o.x2, o.y2], g.corners());
+                    let Some(g) =
+                        truth.iter().filter(|g| iou(g) >= 0.5).max_by(|a, b| iou(a).total_cmp(&iou(b)))
+                    else {
+                        continue;
+                    };
+                    let want = g.course.expect("a moving camera's truth has a course").hit;
+                    (hits, passes) = if want { (hits + 1, passes) } else { (hits, passes + 1) };
+                    if course.hit == want {
+                        agree += 1;
+                    } else {
+                        disagree += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(agree + disagree >= 100, "{agree} + {disagree} obstacles with a course in 60 s");
+    assert!(hits > 0 && passes > 0, "{hits} hits, {passes} passes");
+    let share = agree as f64 / (agree + disagree) as f64;
+    eprintln!("course: {agree} agree, {disagree} disagree ({hits} hit, {passes} pass obstacle-frames)");
+    assert!(
+        share >= 0.8,
+        "hit or pass as the truth says in {share:.2} of {} obstacle-frames",
+        agree + disagree
+    );
+}
 
 #[test]
 fn approaching_obstacles_get_their_time_to_contact_bearing_and_zone_and_misses_are_counted() {
@@ -342,6 +417,11 @@ struct EvalDanger {
     early_alarms: u64,
     false_per_min: f64,
     mean_delay_s: f64,
+    lead_recalled: u64,
+    recall_lead_1s: f64,
+    mean_lead_s: f64,
+    pass_alarms: u64,
+    false_danger_per_min: f64,
 }
 
 fn eval(args: &[&str]) -> std::process::Output {
@@ -393,7 +473,12 @@ fn eval_hazards_scores_tracking_time_to_contact_and_alarms() {
     assert!(d.detected_episodes > 0 && (d.recall_detected - share).abs() < 1e-3, "{d:?}");
     assert!(d.alarms >= d.recalled / 2 && d.false_per_min < 10.0, "{d:?}");
     assert!(d.false_alarms + d.early_alarms <= d.alarms && d.mean_delay_s >= 0.0, "{d:?}");
-    assert_eq!(r.targets.len(), 5, "{:?}", r.targets);
+    // A still camera's scene: no obstacle is passed, and every alarm's lead is measured.
+    assert_eq!(d.pass_alarms, 0, "{d:?}");
+    assert!(d.lead_recalled <= d.recalled && d.mean_lead_s > 0.0, "{d:?}");
+    assert!((d.recall_lead_1s - d.lead_recalled as f64 / d.episodes as f64).abs() < 1e-3, "{d:?}");
+    assert!((d.false_danger_per_min - d.false_per_min).abs() < 1e-9, "{d:?}");
+    assert_eq!(r.targets.len(), 7, "{:?}", r.targets);
 
     // The saved detections, read back instead of running the model: the same scores, exactly.
     let replay = |config: &Path| {

@@ -478,7 +478,7 @@ fn run_pipeline(config: &Config, options: &BenchOptions) -> Result<BenchReport> 
             }
         }
     }
-    let mut outputs = jetdetect::daemon::outputs(&config);
+    let mut outputs = jetdetect::daemon::outputs(&config, None);
     outputs.push(Box::new(Counter(seen.clone())));
     let run_options =
         RunOptions { outputs, max_frames: Some(options.frames), quiet: true, ..Default::default() };

@@ -24,6 +24,8 @@ use super::{
     encode, Autopilot, BlindPolicy, Counters, MavlinkConfig, Phase, Profile, Shared, MAX_OBSTACLES_3D,
     WALL_HZ,
 };
+use crate::frame::Attitude;
+use crate::hazard::course::AttitudeFeed;
 
 /// How often a lost connection is tried again.
 const RECONNECT: Duration = Duration::from_secs(1);
@@ -107,6 +109,8 @@ struct Link<'a> {
     heard: bool,
     /// The flight controller's HEARTBEAT has been logged on this connection.
     autopilot_seen: bool,
+    /// Where its ATTITUDE goes (the hazard layers'), if anywhere.
+    attitude: Option<&'a AttitudeFeed>,
 }
 
 impl Link<'_> {
@@ -176,6 +180,11 @@ impl Link<'_> {
             match conn.try_recv() {
                 Ok((h, msg)) => {
                     self.heard = true;
+                    if let (MavMessage::ATTITUDE(a), Some(feed)) = (&msg, self.attitude) {
+                        let attitude =
+                            Attitude { roll: a.roll as f64, pitch: a.pitch as f64, yaw: a.yaw as f64 };
+                        feed.push(Instant::now(), attitude);
+                    }
                     if let MavMessage::HEARTBEAT(hb) = msg {
                         if !self.autopilot_seen && hb.autopilot != MavAutopilot::MAV_AUTOPILOT_INVALID {
                             self.autopilot_seen = true;
@@ -244,7 +253,13 @@ fn wall_us() -> u64 {
 }
 
 /// The thread's body: runs until the phase is [`Phase::Stopping`].
-pub(super) fn run(config: &MavlinkConfig, profile: &Profile, shared: &Shared, counters: &Counters) {
+pub(super) fn run(
+    config: &MavlinkConfig,
+    profile: &Profile,
+    shared: &Shared,
+    counters: &Counters,
+    attitude: Option<&AttitudeFeed>,
+) {
     let min_gap = Duration::from_secs_f64(1.0 / config.max_rate_hz);
     let beat = Duration::from_secs_f64(1.0 / config.heartbeat_hz);
     let wall_every = Duration::from_secs_f64(1.0 / WALL_HZ);
@@ -264,6 +279,7 @@ pub(super) fn run(config: &MavlinkConfig, profile: &Profile, shared: &Shared, co
         send_log: Throttle::default(),
         heard: false,
         autopilot_seen: false,
+        attitude,
     };
     let mut latest = Latest {
         distance: OBSTACLE_DISTANCE_DATA::default(),

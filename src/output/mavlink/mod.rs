@@ -461,6 +461,8 @@ pub struct MavlinkOutput {
     phase: Phase,
     /// Scratch for ordering obstacles by range.
     order: Vec<(f64, usize)>,
+    /// Where the flight controller's ATTITUDE goes.
+    attitude: Option<Arc<crate::hazard::course::AttitudeFeed>>,
 }
 
 impl MavlinkOutput {
@@ -484,7 +486,15 @@ impl MavlinkOutput {
             thread: None,
             phase: Phase::Boot,
             order: Vec::with_capacity(128),
+            attitude: None,
         }
+    }
+
+    /// The output with the flight controller's ATTITUDE messages going to `feed`, for the
+    /// hazard layers to take the camera's rotation out (docs/hazards.md, Collision course).
+    pub fn with_attitude_feed(mut self, feed: Arc<crate::hazard::course::AttitudeFeed>) -> MavlinkOutput {
+        self.attitude = Some(feed);
+        self
     }
 
     fn set_phase(&mut self, phase: Phase, reason: &'static str) {
@@ -514,9 +524,10 @@ impl Output for MavlinkOutput {
         let counters = Arc::clone(&self.counters);
         let config = self.config.clone();
         let profile = self.profile;
+        let attitude = self.attitude.clone();
         let thread = std::thread::Builder::new()
             .name("mavlink".into())
-            .spawn(move || link::run(&config, &profile, &shared, &counters))
+            .spawn(move || link::run(&config, &profile, &shared, &counters, attitude.as_deref()))
             .map_err(|source| OutputError::Thread { context: "starting the MAVLink thread", source })?;
         self.thread = Some(thread);
         log::info!(
