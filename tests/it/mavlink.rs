@@ -425,3 +425,81 @@ fn check_says_whose_reading_the_messages_are_shaped_for_and_warns_of_settings_th
         "{stdout}"
     );
 }
+
+#[test]
+fn the_flight_controllers_attitude_reaches_the_collision_course() {
+    // The daemon, with [vehicle] width_m, sends to a peer that answers as a flight controller
+    // turning right at 0.6 rad/s (ATTITUDE at 50 Hz). The scene's camera does not turn, so the
+    // obstacles' boxes do not slide; told that the vehicle turns, the layer predicts each
+    // obstacle farther right when reached (a static point seen from a vehicle turning right
+    // drifts left, so one that does not has its own motion to the right): the courses' offsets
+    // move right once the ATTITUDE comes, which they do only if it reached the layer.
+    let dir = crate::common::fresh_dir("mavlink", "attitude");
+    let fc = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = fc.local_addr().unwrap().port();
+    let d = start(
+        &dir,
+        "synthetic://?width=640&height=480&fps=30&format=yuyv&seed=5&objects=4&approach=2",
+        &format!(
+            "[output.mavlink]\nurl = \"udpout:127.0.0.1:{port}\"\nautopilot = \"px4\"\n\
+             [hazards]\nenabled = true\n[hazards.classes]\nbox = {{ height_m = 0.5 }}\n\
+             ball = {{ height_m = 0.3 }}\ncone = {{ height_m = 0.7 }}\n[vehicle]\nwidth_m = 0.6\n"
+        ),
+    );
+    // The daemon's address, from its first datagram; then ATTITUDE from "the flight controller"
+    // once `turning` is set.
+    let mut buf = [0u8; 2048];
+    fc.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let (_, daemon) = fc.recv_from(&mut buf).expect("the daemon sends");
+    let turning = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on = turning.clone();
+    std::thread::spawn(move || {
+        let header = MavHeader { system_id: 1, component_id: 1, sequence: 0 };
+        let t0 = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            if !on.load(std::sync::atomic::Ordering::Relaxed) {
+                continue;
+            }
+            let t = t0.elapsed().as_secs_f32();
+            let msg = MavMessage::ATTITUDE(mavlink::dialects::ardupilotmega::ATTITUDE_DATA {
+                time_boot_ms: (t * 1000.0) as u32,
+                roll: 0.0,
+                pitch: 0.0,
+                yaw: (0.6 * t + std::f32::consts::PI) % std::f32::consts::TAU - std::f32::consts::PI,
+                rollspeed: 0.0,
+                pitchspeed: 0.0,
+                yawspeed: 0.6,
+            });
+            let mut out = Vec::new();
+            mavlink::write_v2_msg(&mut out, header, &msg).unwrap();
+            if fc.send_to(&out, daemon).is_err() {
+                return;
+            }
+        }
+    });
+    let mut c = d.connect();
+    let mut offsets = |secs: u64| {
+        let (mut v, until) = (Vec::new(), Instant::now() + Duration::from_secs(secs));
+        let mut line = String::new();
+        while Instant::now() < until {
+            line.clear();
+            assert!(c.read_line(&mut line).unwrap() > 0, "the daemon closed the socket");
+            let m: Value = serde_json::from_str(&line).unwrap();
+            for o in m["obstacles"].as_array().into_iter().flatten() {
+                if let Some(w) = o["course"]["offset_widths"].as_f64() {
+                    v.push(w);
+                }
+            }
+        }
+        v.sort_by(f64::total_cmp);
+        assert!(v.len() >= 20, "{} courses in {secs} s", v.len());
+        v[v.len() / 2]
+    };
+    let still = offsets(4);
+    turning.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _settle = offsets(2);
+    let turned = offsets(4);
+    eprintln!("median offset, in obstacle widths: {still:.2} without ATTITUDE, {turned:.2} turning");
+    assert!(turned - still > 1.0, "{still} -> {turned}");
+}
