@@ -50,6 +50,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::camera::Camera;
+use super::line;
 use super::ring::Ring;
 use crate::frame::Attitude;
 
@@ -171,10 +172,6 @@ impl AttitudeTrack {
         self.samples.push((t, a));
     }
 
-    fn iter(&self) -> impl Iterator<Item = (f64, Attitude)> + Clone + '_ {
-        self.samples.iter()
-    }
-
     /// The camera against the level frame at `t`: the attitude at `t` (between the samples on
     /// either side, or the newest if `t` is after it, for at most [`ATTITUDE_STALE_S`]), its
     /// yaw against the heading line fitted over the window before. `None` without a recent one.
@@ -183,12 +180,13 @@ impl AttitudeTrack {
         if t - newest.0 > ATTITUDE_STALE_S {
             return None;
         }
-        let after = self.iter().position(|(s, _)| s >= t);
+        let samples = || self.samples.iter();
+        let after = samples().position(|(s, _)| s >= t);
         let a = match after {
-            Some(0) | None => self.iter().nth(after.unwrap_or(self.samples.len() - 1)).expect("in range").1,
+            Some(0) | None => samples().nth(after.unwrap_or(self.samples.len() - 1)).expect("in range").1,
             Some(i) => {
                 let ((t0, a0), (t1, a1)) =
-                    (self.iter().nth(i - 1).expect("i > 0"), self.iter().nth(i).expect("i < len"));
+                    (samples().nth(i - 1).expect("i > 0"), samples().nth(i).expect("i < len"));
                 let k = (t - t0) / (t1 - t0);
                 let mix = |x: f64, y: f64| x + k * wrap(y - x);
                 Attitude {
@@ -199,22 +197,10 @@ impl AttitudeTrack {
             }
         };
         // The heading: the yaw's least-squares line over the window up to t (unwrapped from
-        // the attitude at t).
-        let (mut n, mut st, mut sy, mut stt, mut sty) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        for (s, b) in self.iter().filter(|(s, _)| *s <= t + 1e-9 && t - *s <= HEADING_WINDOW_S) {
-            let (dt, y) = (s - t, wrap(b.yaw - a.yaw));
-            n += 1.0;
-            st += dt;
-            sy += y;
-            stt += dt * dt;
-            sty += dt * y;
-        }
-        let (heading_off, yaw_rate) = if n >= 3.0 && n * stt - st * st > 1e-12 {
-            let slope = (n * sty - st * sy) / (n * stt - st * st);
-            ((sy - slope * st) / n, slope)
-        } else {
-            (0.0, 0.0)
-        };
+        // the attitude at t, in time from t), at t.
+        let window = samples().filter(|(s, _)| *s <= t + 1e-9 && t - *s <= HEADING_WINDOW_S);
+        let (heading_off, yaw_rate) = line::fit(window.map(|(s, b)| (s - t, wrap(b.yaw - a.yaw))))
+            .map_or((0.0, 0.0), |l| (l.at(0.0), l.slope));
         Some(LevelFrame { roll: a.roll, pitch: a.pitch, yaw_off: -heading_off, yaw_rate })
     }
 }
@@ -290,10 +276,6 @@ impl CourseHistory {
         self.samples.push(Sample { t, r: (tl + tr) / 2.0 / span, zeta: 1.0 / span });
     }
 
-    fn iter(&self) -> impl Iterator<Item = Sample> + Clone + '_ {
-        self.samples.iter()
-    }
-
     /// The course over the last `window_s` seconds, the vehicle reaching the obstacle in `ttc_s`
     /// while turning at `yaw_rate` (radians per second, right positive), for a vehicle
     /// `vehicle_m` wide: in metres where the obstacle's width is known, by an angular corridor
@@ -307,33 +289,19 @@ impl CourseHistory {
         vehicle_m: f64,
         corridor_deg: f64,
     ) -> Option<Course> {
-        let width_m = self.width_m;
-        let last = self.iter().last()?;
-        let points = self.iter().filter(|s| last.t - s.t <= window_s);
-        let (mut n, mut st, mut sr, mut sz) = (0.0, 0.0, 0.0, 0.0);
-        let mut first = last.t;
-        for s in points.clone() {
-            n += 1.0;
-            st += s.t;
-            sr += s.r;
-            sz += s.zeta;
-            first = first.min(s.t);
-        }
-        if n < 3.0 || last.t - first < 0.5 * window_s.min(1.0) {
+        let last = self.samples.last()?;
+        let points = self.samples.iter().filter(|s| last.t - s.t <= window_s);
+        // Over less than half a window (of at most a second), a box's jitter passes for drift.
+        if last.t - points.clone().next()?.t < 0.5 * window_s.min(1.0) {
             return None;
         }
-        let (mt, mr, mz) = (st / n, sr / n, sz / n);
-        let (mut stt, mut str_) = (0.0, 0.0);
-        for s in points {
-            stt += (s.t - mt) * (s.t - mt);
-            str_ += (s.t - mt) * (s.r - mr);
-        }
-        let slope = if stt > 0.0 { str_ / stt } else { 0.0 };
-        let r_now = mr + slope * (last.t - mt);
+        let r = line::fit(points.clone().map(|s| (s.t, s.r)))?;
+        let mz = points.map(|s| s.zeta).sum::<f64>() / r.n as f64;
+        let (slope, r_now) = (r.slope, r.at(last.t));
         let tau = ttc_s.max(0.0);
         let own = slope + yaw_rate * mz;
         let offset_widths = r_now + own * tau - yaw_rate * last.zeta * tau / 2.0;
-        let (offset_m, miss_m, hit) = match width_m {
+        let (offset_m, miss_m, hit) = match self.width_m {
             Some(w) => {
                 let miss = (offset_widths.abs() - 0.5) * w;
                 (Some(offset_widths * w), Some(miss), miss < vehicle_m / 2.0)

@@ -16,6 +16,7 @@ pub mod assign;
 pub mod camera;
 pub mod course;
 pub mod kalman;
+pub mod line;
 pub mod ring;
 pub mod track;
 pub mod ttc;

@@ -32,6 +32,7 @@
 
 use serde::Serialize;
 
+use super::line;
 use super::ring::Ring;
 
 /// How many observations a track keeps for the estimate.
@@ -119,27 +120,9 @@ struct Fit {
 }
 
 fn fit(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<Fit> {
-    let (mut n, mut st, mut sy) = (0usize, 0.0, 0.0);
-    for (t, y) in points.clone() {
-        n += 1;
-        st += t;
-        sy += y;
-    }
-    if n < 3 {
-        return None;
-    }
-    let (mt, my) = (st / n as f64, sy / n as f64);
-    let (mut stt, mut sty) = (0.0, 0.0);
-    for (t, y) in points.clone() {
-        stt += (t - mt) * (t - mt);
-        sty += (t - mt) * (y - my);
-    }
-    if stt <= 0.0 {
-        return None;
-    }
-    let slope = sty / stt;
-    let sse: f64 = points.map(|(t, y)| (y - my - slope * (t - mt)).powi(2)).sum();
-    Some(Fit { slope, se: (sse / (n - 2) as f64 / stt).sqrt(), mean_t: mt })
+    let l = line::fit(points.clone())?;
+    let sse: f64 = points.map(|(t, y)| (y - l.mean_y - l.slope * (t - l.mean_t)).powi(2)).sum();
+    Some(Fit { slope: l.slope, se: (sse / (l.n - 2) as f64 / l.stt).sqrt(), mean_t: l.mean_t })
 }
 
 /// A track's recent sizes, oldest first, in a fixed ring.
