@@ -197,6 +197,8 @@ impl Drive {
             t += length;
             turning = !turning;
         }
+        // Then straight on, for ever.
+        path.push(Stretch { t0: t, start: pose, yaw_rate: 0.0 });
         let mut shake = [[(0.0, 0.0, 0.0); 3]; 2];
         for axis in shake.iter_mut() {
             for (i, wave) in axis.iter_mut().enumerate() {
@@ -222,18 +224,20 @@ impl Drive {
         &self.config
     }
 
+    /// The stretch of the path the vehicle is on at `t` seconds.
+    fn stretch(&self, t: f64) -> &Stretch {
+        &self.path[self.path.partition_point(|s| s.t0 <= t).saturating_sub(1)]
+    }
+
     /// The vehicle's pose at `t` seconds.
     pub fn pose(&self, t: f64) -> Pose {
-        let i = self.path.partition_point(|s| s.t0 <= t).saturating_sub(1);
-        let s = &self.path[i];
-        let yaw_rate = if t > PATH_S { 0.0 } else { s.yaw_rate };
-        advance(&Stretch { yaw_rate, ..*s }, self.config.speed_mps, t - s.t0)
+        let s = self.stretch(t);
+        advance(s, self.config.speed_mps, t - s.t0)
     }
 
     /// The vehicle's yaw rate at `t`, radians per second.
     pub fn yaw_rate(&self, t: f64) -> f64 {
-        let i = self.path.partition_point(|s| s.t0 <= t).saturating_sub(1);
-        self.path[i].yaw_rate
+        self.stretch(t).yaw_rate
     }
 
     /// The vibration's pitch and yaw at `t` (radians) and their rates (radians per second).
@@ -393,6 +397,24 @@ mod tests {
             last = p;
         }
         assert!((turned - 20f64.to_radians()).abs() < 1e-6, "fastest turn {} deg/s", turned.to_degrees());
+        // Into and past the end of the laid-out path, on a scene turning as the path ends: on
+        // without a jump, then straight.
+        let cfg = DriveConfig { turn_deg_s: 20.0, ..Default::default() };
+        let d = (1..)
+            .map(|seed| Drive::new(cfg.clone(), seed, 640))
+            .find(|d| d.yaw_rate(PATH_S - 1e-3) != 0.0)
+            .unwrap();
+        let mut last = d.pose(PATH_S - 7.0);
+        for i in 1..=420 {
+            let p = d.pose(PATH_S - 7.0 + i as f64 / 30.0);
+            let step = ((p.x - last.x).powi(2) + (p.z - last.z).powi(2)).sqrt();
+            assert!(
+                (step - 2.0 / 30.0).abs() < 1e-6,
+                "frame {i} from 7 s before the path's end: moved {step} m"
+            );
+            last = p;
+        }
+        assert_eq!(d.yaw_rate(PATH_S + 7.0), 0.0);
     }
 
     #[test]
