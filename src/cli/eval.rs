@@ -176,7 +176,6 @@ fn tracks(args: &Args, config: &Config) -> Result<bool, Error> {
     if let Some(w) = save {
         w.finish().map_err(write_error)?;
     }
-
     println!("{}", tracks_json(det, gt, size, fps, &run));
     Ok(true)
 }

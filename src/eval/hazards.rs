@@ -319,14 +319,15 @@ impl HazardScorer {
             }
             if !self.alarmed.contains(&o.id) {
                 self.danger.alarms += 1;
-                match true_s {
-                    None => self.danger.false_alarms += 1,
-                    Some(_) if g.and_then(|g| g.course).is_some_and(|c| !c.hit) => {
-                        self.danger.pass_alarms += 1
+                match (true_s, g.and_then(|g| g.course)) {
+                    (None, _) => self.danger.false_alarms += 1,
+                    (Some(_), Some(c)) if !c.hit => self.danger.pass_alarms += 1,
+                    // An obstacle the vehicle will hit is never flagged too early.
+                    (Some(_), Some(_)) => {}
+                    (Some(s), None) if s > self.danger_s * (1.0 + EARLY_MARGIN) => {
+                        self.danger.early_alarms += 1
                     }
-                    Some(_) if g.is_some_and(|g| g.course.is_some()) => {}
-                    Some(s) if s > self.danger_s * (1.0 + EARLY_MARGIN) => self.danger.early_alarms += 1,
-                    Some(_) => {}
+                    (Some(_), None) => {}
                 }
             }
         }
